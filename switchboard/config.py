@@ -1,0 +1,138 @@
+"""Settings: one frozen object, built by entry points from the environment (DESIGN.md §7).
+
+Only entry points (the CLI, ``app.py``, the rq worker) call :meth:`Settings.from_env`;
+everything else takes a ``Settings``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlsplit
+
+from switchboard.errors import ConfigError
+
+DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
+DEFAULT_PORT = 8080
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Process settings.
+
+    Attributes:
+        home: the instance folder (``SWITCHBOARD_HOME``, default ``./instance``); holds the
+            SQLite file and generated keys.
+        database_url: SQLAlchemy URL (``SWITCHBOARD_DATABASE_URL``); default
+            ``sqlite:///<home>/switchboard.db``. ``postgresql://`` URLs use psycopg 3.
+        redis_url: ``SWITCHBOARD_REDIS_URL``; unset means inline jobs and an in-process broker.
+        public_url: base URL printed for webhook endpoints (``SWITCHBOARD_PUBLIC_URL``);
+            default ``http://<host>:<port>``.
+        max_body_bytes: largest accepted webhook body in bytes (``SWITCHBOARD_MAX_BODY_BYTES``,
+            default 25 MiB).
+        host, port: where ``serve`` listens (``SWITCHBOARD_HOST``/``SWITCHBOARD_PORT``,
+            default ``127.0.0.1:8080``).
+        sweep_interval_seconds: how often stuck deliveries are re-processed (seconds).
+        sweep_grace_seconds: how old a ``received`` delivery must be before the sweeper takes it.
+    """
+
+    home: Path = field(default_factory=lambda: Path("instance"))
+    database_url: str = ""
+    redis_url: str | None = None
+    public_url: str = ""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    sweep_interval_seconds: float = 15.0
+    sweep_grace_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        home = Path(self.home).expanduser().absolute()
+        object.__setattr__(self, "home", home)
+        if not self.database_url:
+            object.__setattr__(self, "database_url", f"sqlite:///{home / 'switchboard.db'}")
+        url = self.database_url
+        if url.startswith("postgresql://") or url.startswith("postgres://"):
+            object.__setattr__(self, "database_url", "postgresql+psycopg://" + url.split("://", 1)[1])
+        if not self.public_url:
+            object.__setattr__(self, "public_url", f"http://{self.host}:{self.port}")
+        object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True when the ledger is an SQLite file (embedded mode)."""
+        return self.database_url.startswith("sqlite")
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """Return a copy with some fields replaced (derived defaults recomputed)."""
+        if ("host" in changes or "port" in changes) and "public_url" not in changes:
+            if self.public_url == f"http://{self.host}:{self.port}":
+                changes["public_url"] = ""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``SWITCHBOARD_*`` variables.
+
+        Args:
+            env: the environment to read (default ``os.environ``).
+
+        Returns:
+            The validated settings.
+
+        Raises:
+            ConfigError: listing every invalid value at once (DESIGN.md §7).
+        """
+        env = os.environ if env is None else env
+        problems: list[str] = []
+
+        def integer(name: str, default: int, low: int, high: int) -> int:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                problems.append(f"{name}={raw!r} is not a whole number")
+                return default
+            if not low <= value <= high:
+                problems.append(f"{name}={value} is out of range ({low}..{high})")
+                return default
+            return value
+
+        home = Path(env.get("SWITCHBOARD_HOME", "").strip() or "instance")
+        database_url = env.get("SWITCHBOARD_DATABASE_URL", "").strip()
+        if database_url and not database_url.split("://", 1)[0].split("+", 1)[0] in (
+            "sqlite",
+            "postgresql",
+            "postgres",
+        ):
+            problems.append(
+                "SWITCHBOARD_DATABASE_URL must be a sqlite:/// or postgresql:// URL, "
+                f"got scheme {database_url.split('://', 1)[0]!r}"
+            )
+            database_url = ""
+        redis_url = env.get("SWITCHBOARD_REDIS_URL", "").strip() or None
+        if redis_url and urlsplit(redis_url).scheme not in ("redis", "rediss", "unix"):
+            problems.append("SWITCHBOARD_REDIS_URL must be a redis://, rediss:// or unix:// URL")
+            redis_url = None
+        public_url = env.get("SWITCHBOARD_PUBLIC_URL", "").strip()
+        if public_url and urlsplit(public_url).scheme not in ("http", "https"):
+            problems.append("SWITCHBOARD_PUBLIC_URL must start with http:// or https://")
+            public_url = ""
+        max_body = integer("SWITCHBOARD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024, 1 << 31)
+        host = env.get("SWITCHBOARD_HOST", "").strip() or "127.0.0.1"
+        port = integer("SWITCHBOARD_PORT", DEFAULT_PORT, 0, 65535)
+        if problems:
+            raise ConfigError(problems)
+        return cls(
+            home=home,
+            database_url=database_url,
+            redis_url=redis_url,
+            public_url=public_url,
+            max_body_bytes=max_body,
+            host=host,
+            port=port,
+        )

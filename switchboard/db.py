@@ -1,0 +1,151 @@
+"""Engines, sessions and the single-writer rule (DESIGN.md §3).
+
+SQLite has one writer: in embedded mode every write transaction runs under a process-wide
+lock and starts with ``BEGIN IMMEDIATE`` (so it takes SQLite's write lock up front instead of
+failing on upgrade), readers use their own deferred transactions, and the file runs in WAL mode
+with a busy timeout for other processes (the CLI, a second ``serve``). PostgreSQL needs none of
+this: the same code runs with plain transactions and row locks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError
+from sqlmodel import Session
+
+from switchboard.config import Settings
+from switchboard.errors import DependencyUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
+    engine = sa.create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=8,
+        max_overflow=16,
+        poolclass=sa.pool.QueuePool,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event emit BEGIN itself (pysqlite's own is deferred).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def make_engine(settings: Settings) -> sa.Engine:
+    """Return the engine for ``settings.database_url`` (SQLite pragmas applied).
+
+    For SQLite the instance folder is created if missing.
+    """
+    if settings.is_sqlite:
+        Path(settings.home).mkdir(parents=True, exist_ok=True)
+        return _sqlite_engine(settings.database_url, immediate=True)
+    return sa.create_engine(settings.database_url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+class Database:
+    """The ledger: a write path (one writer on SQLite) and a read path.
+
+    Args:
+        settings: where the database is.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.is_sqlite = settings.is_sqlite
+        self.engine = make_engine(settings)
+        if self.is_sqlite:
+            self.read_engine = _sqlite_engine(settings.database_url, immediate=False)
+        else:
+            self.read_engine = self.engine
+        self._write_lock = threading.Lock() if self.is_sqlite else None
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction; commits on success, rolls back on error.
+
+        Raises:
+            DependencyUnavailable: when the database cannot be reached.
+        """
+        lock = self._write_lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            with _translate_driver_errors():
+                with Session(self.engine, expire_on_commit=False) as session:
+                    with session.begin():
+                        yield session
+        finally:
+            if lock is not None:
+                lock.release()
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only session (deferred transaction on SQLite)."""
+        with _translate_driver_errors():
+            with Session(self.read_engine, expire_on_commit=False) as session:
+                yield session
+
+    def dispose(self) -> None:
+        """Close pooled connections (call after fork and at shutdown)."""
+        self.engine.dispose()
+        if self.read_engine is not self.engine:
+            self.read_engine.dispose()
+
+
+@contextmanager
+def _translate_driver_errors() -> Iterator[None]:
+    try:
+        yield
+    except (OperationalError, InterfaceError) as exc:
+        raise DependencyUnavailable("the database is unavailable") from exc
+
+
+def migrations_dir() -> Path:
+    """The Alembic environment shipped beside the package (``migrations/``)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "migrations", here / "_migrations"):
+        if (candidate / "env.py").exists():
+            return candidate
+    raise FileNotFoundError("migrations/ not found next to the switchboard package")
+
+
+def alembic_config(settings: Settings) -> Any:
+    """An Alembic ``Config`` pointing at ``migrations/`` and ``settings.database_url``."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("sqlalchemy.url", settings.database_url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(settings: Settings) -> None:
+    """Apply every migration up to head (``switchboard init`` and ``serve`` start-up)."""
+    from alembic import command
+
+    if settings.is_sqlite:
+        Path(settings.home).mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(settings), "head")

@@ -1,0 +1,27 @@
+"""SQLModel tables. Import this package to register every table on ``SQLModel.metadata``."""
+
+from __future__ import annotations
+
+from sqlmodel import SQLModel
+
+from switchboard.models.principals import Agent, Grant, Human, Identity, Project, Token
+from switchboard.models.sources import Delivery, Source, SourceSecret
+from switchboard.models.work import Attempt, FeedEvent, Todo
+
+metadata = SQLModel.metadata
+
+__all__ = [
+    "Agent",
+    "Attempt",
+    "Delivery",
+    "FeedEvent",
+    "Grant",
+    "Human",
+    "Identity",
+    "Project",
+    "Source",
+    "SourceSecret",
+    "Todo",
+    "Token",
+    "metadata",
+]

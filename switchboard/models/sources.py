@@ -1,0 +1,69 @@
+"""Sources, their secrets, and deliveries (DESIGN.md §1, §6.1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from switchboard.clock import utcnow
+from switchboard.models.base import json_column, new_id, time_column
+
+
+class Source(SQLModel, table=True):
+    """A configured inbound endpoint, ``POST /hooks/<id>``; the id is unguessable (16 bytes)."""
+
+    __tablename__ = "sources"
+
+    id: str = Field(default_factory=lambda: new_id("src", 16), primary_key=True, max_length=40)
+    project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
+    provider: str = Field(max_length=40)
+    queue: str = Field(default="default", max_length=100)
+    enabled: bool = Field(default=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+
+
+class SourceSecret(SQLModel, table=True):
+    """One verification secret of a source; several may be valid at once (rotation)."""
+
+    __tablename__ = "source_secrets"
+
+    id: str = Field(default_factory=lambda: new_id("sss"), primary_key=True, max_length=40)
+    source_id: str = Field(foreign_key="sources.id", index=True, max_length=40)
+    secret: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    expires_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+
+
+class Delivery(SQLModel, table=True):
+    """One received HTTP request to a source, stored with its verdict.
+
+    States: ``received`` (stored, acked, not processed yet) → ``processed`` | ``quarantined``
+    | ``rejected`` | ``failed``.
+    """
+
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        sa.UniqueConstraint("source_id", "dedup_key", name="uq_delivery_dedup"),
+        sa.Index("ix_deliveries_status_received_at", "status", "received_at"),
+    )
+
+    id: str = Field(default_factory=lambda: new_id("dlv"), primary_key=True, max_length=40)
+    source_id: str = Field(foreign_key="sources.id", index=True, max_length=40)
+    project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
+    dedup_key: str | None = Field(default=None, max_length=300)
+    status: str = Field(default="received", max_length=20)
+    event: str | None = Field(default=None, max_length=100)
+    content_type: str | None = Field(default=None, max_length=200)
+    headers: dict[str, Any] | None = Field(default=None, sa_column=json_column())
+    raw_body: bytes | None = Field(default=None, sa_column=sa.Column(sa.LargeBinary, nullable=True))
+    body_bytes: int = Field(default=0)
+    human_id: str | None = Field(default=None, foreign_key="humans.id", max_length=40)
+    quarantine_reason: str | None = Field(default=None, max_length=40)
+    error_code: str | None = Field(default=None, max_length=60)
+    error_detail: str | None = Field(default=None, max_length=500)
+    todo_id: str | None = Field(default=None, max_length=40)
+    received_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    processed_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))

@@ -1,0 +1,88 @@
+"""Todos, attempts and feed events (DESIGN.md §6.2, §6.7)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from switchboard.clock import utcnow
+from switchboard.models.base import json_column, new_id, time_column
+
+TODO_STATES = ("pending", "claimed", "done", "failed", "cancelled")
+
+
+class Todo(SQLModel, table=True):
+    """A unit of work in a project's named queue.
+
+    ``origin_key`` is unique: the delivery that made a todo can make it only once, however
+    often processing re-runs (DESIGN.md §2).
+    """
+
+    __tablename__ = "todos"
+    __table_args__ = (
+        sa.Index("ix_todos_claim_next", "project_id", "queue", "state", "priority", "created_at"),
+        sa.Index("ix_todos_lease", "state", "lease_expires_at"),
+    )
+
+    id: str = Field(default_factory=lambda: new_id("td"), primary_key=True, max_length=40)
+    project_id: str = Field(foreign_key="projects.id", max_length=40)
+    queue: str = Field(default="default", max_length=100)
+    state: str = Field(default="pending", max_length=20)
+    kind: str = Field(max_length=100)
+    title: str = Field(sa_column=sa.Column(sa.String(500), nullable=False))
+    payload: dict[str, Any] | None = Field(default=None, sa_column=json_column())
+    origin_key: str | None = Field(default=None, sa_column=sa.Column(sa.String(300), unique=True))
+    source_id: str | None = Field(default=None, max_length=40)
+    delivery_id: str | None = Field(default=None, max_length=40)
+    human_id: str | None = Field(default=None, max_length=40)
+    assigned_agent_id: str | None = Field(default=None, max_length=40)
+    priority: int = Field(default=0)
+    attempt_count: int = Field(default=0)
+    max_attempts: int = Field(default=5)
+    claimed_by: str | None = Field(default=None, max_length=40)
+    lease_token: str | None = Field(default=None, max_length=64)
+    lease_expires_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    next_retry_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    result: dict[str, Any] | None = Field(default=None, sa_column=json_column())
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+
+
+class Attempt(SQLModel, table=True):
+    """One claim of a todo, with its lease and outcome."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (sa.UniqueConstraint("todo_id", "number", name="uq_attempt_number"),)
+
+    id: str = Field(default_factory=lambda: new_id("att"), primary_key=True, max_length=40)
+    todo_id: str = Field(foreign_key="todos.id", index=True, max_length=40)
+    number: int
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
+    claimed_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    lease_expires_at: datetime = Field(sa_column=time_column())
+    ended_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    outcome: str | None = Field(default=None, max_length=20)
+    summary: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+
+
+class FeedEvent(SQLModel, table=True):
+    """An append-only record with a monotonic id (DESIGN.md §6.7)."""
+
+    __tablename__ = "feed_events"
+    __table_args__ = (sa.Index("ix_feed_project_id", "project_id", "id"),)
+
+    id: int | None = Field(
+        default=None,
+        sa_column=sa.Column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True,
+                            autoincrement=True),
+    )
+    project_id: str = Field(foreign_key="projects.id", max_length=40)
+    kind: str = Field(max_length=60)
+    subject_id: str | None = Field(default=None, max_length=40)
+    title: str = Field(sa_column=sa.Column(sa.String(500), nullable=False))
+    data: dict[str, Any] | None = Field(default=None, sa_column=json_column())
+    origin_key: str | None = Field(default=None, sa_column=sa.Column(sa.String(300), unique=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
