@@ -31,6 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 import redis
+from psycopg import sql
 
 DATABASE_URL_ENV = "SWITCHBOARD_TEST_DATABASE_URL"
 REDIS_URL_ENV = "SWITCHBOARD_TEST_REDIS_URL"
@@ -147,8 +148,7 @@ def _run(argv: list[str], *, cwd: Path, what: str) -> None:
     )
     if result.returncode != 0:
         raise RuntimeError(
-            f"{what} failed (exit {result.returncode}): {shlex.join(argv)}\n"
-            f"{result.stdout}{result.stderr}"
+            f"{what} failed (exit {result.returncode}): {shlex.join(argv)}\n{result.stdout}{result.stderr}"
         )
 
 
@@ -168,8 +168,18 @@ def _start_postgres(bindir: Path, root: Path) -> int:
     data = root / "data"
     _run(
         _as_postgres_user(
-            [str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
-             "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"]
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ]
         ),
         cwd=root,
         what="initdb",
@@ -184,8 +194,19 @@ def _start_postgres(bindir: Path, root: Path) -> int:
         )
         # -l sends the postmaster's output to a file, so no pipe of ours stays open.
         argv = _as_postgres_user(
-            [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
-             "-w", "-t", str(int(STARTUP_TIMEOUT)), "start"]
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(log),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                str(int(STARTUP_TIMEOUT)),
+                "start",
+            ]
         )
         try:
             _run(argv, cwd=root, what="pg_ctl start")
@@ -244,14 +265,13 @@ def fresh_postgres_database(postgres_url: str) -> str:
     """
     name = f"switchboard_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(_libpq_url(postgres_url), autocommit=True) as conn:
-        # The name is generated above, never user input.
-        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """A PostgreSQL server for the session, as a SQLAlchemy URL.
+    """Provide a PostgreSQL server for the session, as a SQLAlchemy URL.
 
     Uses ``SWITCHBOARD_TEST_DATABASE_URL`` when set. Otherwise initialises a
     cluster in a temporary directory (as the ``postgres`` user when run as
@@ -301,7 +321,7 @@ def postgres_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    """A Redis server for the session, as a URL.
+    """Provide a Redis server for the session, as a URL.
 
     Uses ``SWITCHBOARD_TEST_REDIS_URL`` when set. Otherwise starts
     ``redis-server`` from ``PATH`` on a free 127.0.0.1 port with persistence
@@ -329,9 +349,22 @@ def redis_url() -> Iterator[str]:
             port = _free_port()
             with log.open("ab") as out:
                 proc = subprocess.Popen(
-                    [server, "--save", "", "--appendonly", "no", "--port", str(port),
-                     "--bind", "127.0.0.1", "--dir", str(root)],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    [
+                        server,
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--dir",
+                        str(root),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
                 )
             if _wait_for_redis(proc, port):
                 break
