@@ -1,0 +1,55 @@
+"""Appending and reading feed events (DESIGN.md §6.7).
+
+Titles are payload-free one-liners; ``data`` holds only sanitised fields. ``origin_key`` makes
+an append idempotent: re-running the same processing step writes the event once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from switchboard.clock import Clock
+from switchboard.models import FeedEvent
+
+KINDS = (
+    "delivery.received", "delivery.rejected", "delivery.quarantined", "delivery.released",
+    "todo.created", "todo.claimed", "todo.completed", "todo.failed", "todo.dead_lettered",
+    "question.posted", "question.answered", "approval.requested", "approval.decided",
+    "permission.requested", "permission.decided", "friend.requested", "friend.decided",
+    "secret.fetched",
+)
+
+
+def append(
+    session: Session,
+    clock: Clock,
+    project_id: str,
+    kind: str,
+    title: str,
+    subject_id: str | None = None,
+    data: dict[str, Any] | None = None,
+    origin_key: str | None = None,
+) -> FeedEvent:
+    """Append one event in the caller's transaction.
+
+    Args:
+        kind: one of :data:`KINDS`.
+        origin_key: when given and already used, the existing event is returned instead.
+
+    Raises:
+        ValueError: unknown kind (a programming error).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown feed event kind {kind!r}")
+    if origin_key is not None:
+        existing = session.execute(select(FeedEvent).where(FeedEvent.origin_key == origin_key)).scalars().first()
+        if existing is not None:
+            return existing
+    event = FeedEvent(project_id=project_id, kind=kind, title=title, subject_id=subject_id, data=data,
+                      origin_key=origin_key, created_at=clock.now())
+    session.add(event)
+    session.flush()
+    return event

@@ -1,0 +1,99 @@
+"""The composition root: settings, database, clock, broker and dispatcher for one process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+
+from switchboard.clock import Clock, SystemClock
+from switchboard.config import Settings
+from switchboard.db import Database
+from switchboard.notify.broker import AgentStreams, Broker, LocalBroker, RedisBroker
+from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
+
+log = logging.getLogger(__name__)
+
+
+class Hub:
+    """Everything a request or job needs, built once per process from settings.
+
+    Args:
+        settings: the process settings.
+        clock: injected clock (default: the system clock).
+        role: ``serve`` (attached streams, sweeper, inline worker unless Redis) or ``worker``
+            (rq worker process: publishes wakes, holds no streams) or ``cli``.
+    """
+
+    def __init__(self, settings: Settings, clock: Clock | None = None, role: str = "serve") -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.db = Database(settings)
+        self.role = role
+        self.streams = AgentStreams()
+        self.counters: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        if settings.redis_url:
+            self.broker: Broker = RedisBroker(settings.redis_url, self.streams if role == "serve" else None)
+        else:
+            self.broker = LocalBroker(self.streams)
+        if role == "serve":
+            self.dispatcher: Dispatcher = (
+                RqDispatcher(settings.redis_url) if settings.redis_url else InlineDispatcher(self)
+            )
+        else:
+            self.dispatcher = _NoDispatch()
+
+    def start_sweeper(self) -> None:
+        """Start the thread that re-dispatches deliveries stuck in ``received``."""
+        if self._sweeper is not None:
+            return
+
+        def loop() -> None:
+            from switchboard.queue.jobs import sweep
+
+            while True:
+                try:
+                    sweep(self, self.settings.sweep_grace_seconds)
+                except Exception:  # noqa: BLE001 - keep sweeping; a database blip is transient
+                    log.exception("sweep failed")
+                if self._stop.wait(self.settings.sweep_interval_seconds):
+                    return
+
+        self._sweeper = threading.Thread(target=loop, name="switchboard-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def close(self) -> None:
+        """Stop background threads and close connections."""
+        self._stop.set()
+        self.dispatcher.close()
+        self.broker.close()
+        self.db.dispose()
+
+
+class _NoDispatch:
+    def submit(self, delivery_id: str) -> None:
+        raise RuntimeError("this process does not dispatch deliveries")
+
+    def close(self) -> None:
+        pass
+
+
+_worker_hub: Hub | None = None
+_worker_lock = threading.Lock()
+
+
+def worker_hub() -> Hub:
+    """The hub of an rq worker process, built from the environment on first use."""
+    global _worker_hub
+    with _worker_lock:
+        if _worker_hub is None:
+            _worker_hub = Hub(Settings.from_env(), role="worker")
+        return _worker_hub
+
+
+def set_worker_hub(hub: Hub) -> None:
+    """Install the worker hub (``switchboard worker`` does this before starting rq)."""
+    global _worker_hub
+    _worker_hub = hub

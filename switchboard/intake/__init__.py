@@ -1,0 +1,1 @@
+"""Intake: attribution, quarantine, the channel-break check, secrets (DESIGN.md §5)."""

@@ -1,0 +1,1 @@
+"""Durable todos, processing jobs and the dispatcher (DESIGN.md §2, §6.2)."""

@@ -1,0 +1,133 @@
+"""Processing a stored delivery into a todo or feed event (DESIGN.md §2).
+
+``process_delivery`` is the one job: parse, attribute (else quarantine), reject ``<channel>``
+breaks, then route to a todo and/or feed event in ONE transaction with the delivery's new
+state. It is safe to run any number of times and in many processes at once: only a delivery
+still in ``received`` is taken (row-locked on PostgreSQL, under the single writer on SQLite),
+and the unique origin keys make each todo and event exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from switchboard.errors import MalformedPayload
+from switchboard.feed import events as feed
+from switchboard.intake.attribution import attribute
+from switchboard.intake.channel_break import breaks_channel, find_break
+from switchboard.models import Delivery, Project, Source
+from switchboard.notify.wakes import Wake, wake_for
+from switchboard.queue import todos
+from switchboard.sources import adapter_for
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
+
+log = logging.getLogger(__name__)
+
+
+def process_delivery(hub: Hub, delivery_id: str) -> str | None:
+    """Process one delivery if it is still ``received``.
+
+    Returns:
+        The delivery's new status, or ``None`` when there was nothing to do.
+    """
+    wake: Wake | None = None
+    with hub.db.write() as session:
+        query = select(Delivery).where(Delivery.id == delivery_id)
+        if not hub.db.is_sqlite:
+            query = query.with_for_update(skip_locked=True)
+        delivery = session.execute(query).scalars().first()
+        if delivery is None or delivery.status != "received":
+            return None
+        source = session.get(Source, delivery.source_id)
+        project = session.get(Project, delivery.project_id)
+        assert source is not None and project is not None
+        now = hub.clock.now()
+        delivery.processed_at = now
+        adapter = adapter_for(source.provider)
+        try:
+            envelope = adapter.parse(delivery.raw_body or b"", delivery.headers or {})
+        except MalformedPayload as exc:
+            delivery.status, delivery.error_code, delivery.error_detail = "failed", exc.code, exc.message
+            return delivery.status
+        delivery.event = envelope.kind[:100]
+
+        path = find_break(envelope.payload)
+        if path is None and envelope.title is not None and breaks_channel(envelope.title):
+            path = "title"
+        if path is not None:
+            # Nothing else of a rejected delivery is kept or shown (DESIGN.md §5).
+            delivery.status, delivery.error_code, delivery.error_detail = "rejected", "channel_break", path[:500]
+            delivery.raw_body = None
+            feed.append(session, hub.clock, project.id, "delivery.rejected",
+                        f"Rejected {envelope.kind} delivery: channel tag at {path[:200]}",
+                        subject_id=delivery.id, data={"path": path[:500], "rule": "channel_break"},
+                        origin_key=f"{delivery.id}:rejected")
+            return delivery.status
+
+        if envelope.event == "ping":
+            delivery.status = "processed"
+            feed.append(session, hub.clock, project.id, "delivery.received", envelope.summary or "Ping",
+                        subject_id=delivery.id, data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
+            return delivery.status
+
+        who = attribute(session, envelope.sender)
+        if who.human_id is None:
+            delivery.status, delivery.quarantine_reason = "quarantined", who.reason
+            feed.append(session, hub.clock, project.id, "delivery.quarantined",
+                        f"Quarantined {envelope.kind} delivery: {who.reason}", subject_id=delivery.id,
+                        data={"reason": who.reason, "kind": envelope.kind},
+                        origin_key=f"{delivery.id}:quarantined")
+            return delivery.status
+        delivery.human_id = who.human_id
+
+        if envelope.title is None:
+            delivery.status = "processed"
+            feed.append(session, hub.clock, project.id, "delivery.received",
+                        envelope.summary or envelope.kind, subject_id=delivery.id,
+                        data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
+            return delivery.status
+
+        todo, created = todos.create(
+            session, hub.clock, project_id=project.id, queue=source.queue, kind=f"{source.provider}.{envelope.kind}",
+            title=envelope.title, payload=envelope.payload, origin_key=f"delivery:{delivery.id}",
+            source_id=source.id, delivery_id=delivery.id, human_id=who.human_id,
+        )
+        delivery.status, delivery.todo_id = "processed", todo.id
+        if created:
+            wake = wake_for(session, todo, project.name, source.provider)
+    if wake is not None:
+        hub.broker.publish_wake(wake)
+    return "processed"
+
+
+def sweep(hub: Hub, older_than_seconds: float) -> int:
+    """Re-dispatch deliveries left in ``received`` (e.g. after a crash).
+
+    Returns:
+        How many were handed to the dispatcher.
+    """
+    from datetime import timedelta
+
+    cutoff = hub.clock.now() - timedelta(seconds=older_than_seconds)
+    with hub.db.read() as session:
+        ids = session.execute(
+            select(Delivery.id).where(Delivery.status == "received", Delivery.received_at <= cutoff)
+            .order_by(Delivery.received_at).limit(1000)
+        ).scalars().all()
+    for delivery_id in ids:
+        hub.dispatcher.submit(delivery_id)
+    if ids:
+        log.info("sweeper re-dispatched %d stuck deliveries", len(ids))
+    return len(ids)
+
+
+def rq_process_delivery(delivery_id: str) -> str | None:
+    """The rq job entry point: process with this worker process's hub (built from the environment)."""
+    from switchboard.hub import worker_hub
+
+    return process_delivery(worker_hub(), delivery_id)

@@ -1,0 +1,190 @@
+"""GitHub webhooks.
+
+- Verification: ``X-Hub-Signature-256`` (:mod:`switchboard.verifiers.hub_signature`).
+- Dedup key: ``X-GitHub-Hook-ID`` + ``X-GitHub-Delivery`` (DESIGN.md §6.1; a delivery id can
+  repeat across hooks, webhook-faults.md #6).
+- Bodies: ``application/json``, or ``application/x-www-form-urlencoded`` with the JSON in the
+  ``payload`` field (webhook-faults.md #3).
+- Sender: ``sender.id`` (stable), bot when ``sender.type == "Bot"``.
+
+Source: https://docs.github.com/en/webhooks/webhook-events-and-payloads
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs
+
+from switchboard.clock import Clock
+from switchboard.errors import InvalidArgument, MalformedPayload
+from switchboard.sources import Envelope, Sender
+from switchboard.verifiers import hub_signature
+
+TITLE_MAX_CHARS = 200
+_SPACE = re.compile(r"\s+")
+
+
+def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
+    """Collapse whitespace (newlines included) and cut to ``limit`` characters with ``…``."""
+    line = _SPACE.sub(" ", str(text)).strip()
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def load_json_object(data: bytes | str) -> dict[str, Any]:
+    """Parse strict JSON (UTF-8, no NaN/Infinity) that must be an object.
+
+    Raises:
+        MalformedPayload: with a short reason; never echoes the body.
+    """
+    try:
+        value = json.loads(data, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise MalformedPayload("body is not valid UTF-8") from None
+    except (ValueError, RecursionError):
+        raise MalformedPayload("body is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise MalformedPayload("body must be a JSON object")
+    return value
+
+
+class GitHubSource:
+    """The GitHub adapter (see module docstring)."""
+
+    provider = "github"
+
+    def validate_secret(self, secret: str) -> None:
+        """GitHub secrets are free text; refuse empty or whitespace-padded ones.
+
+        Raises:
+            InvalidArgument: the secret is empty, padded, or over 256 characters.
+        """
+        if not secret or secret.strip() != secret:
+            raise InvalidArgument("a GitHub webhook secret must be non-empty, without surrounding spaces")
+        if len(secret) > 256:
+            raise InvalidArgument("a GitHub webhook secret must be at most 256 characters")
+
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+        """Verify ``X-Hub-Signature-256`` over the raw bytes (GitHub has no timestamp)."""
+        hub_signature.verify(body, headers.get("x-hub-signature-256"), secrets)
+
+    def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
+        """``<hook id>:<delivery guid>``, or ``None`` when GitHub's delivery header is absent."""
+        delivery = headers.get("x-github-delivery", "").strip()
+        if not delivery:
+            return None
+        hook = headers.get("x-github-hook-id", "").strip()
+        return f"{hook[:100]}:{delivery[:180]}"
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
+        """Parse a verified delivery into an :class:`Envelope` with its title.
+
+        Raises:
+            MalformedPayload: the body or its ``payload`` field is not a JSON object.
+        """
+        content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if content_type == "application/x-www-form-urlencoded":
+            try:
+                text = body.decode("utf-8")
+                fields = parse_qs(text, keep_blank_values=True, strict_parsing=False, errors="strict")
+            except (UnicodeDecodeError, ValueError):
+                raise MalformedPayload("form body is not valid UTF-8 URL encoding") from None
+            values = fields.get("payload")
+            if not values:
+                raise MalformedPayload("form body has no 'payload' field")
+            payload = load_json_object(values[0])
+        else:
+            payload = load_json_object(body)
+        event = one_line(headers.get("x-github-event", "") or "unknown", 60)
+        action = payload.get("action")
+        action = one_line(action, 60) if isinstance(action, str) and action else None
+        sender = _sender(payload)
+        if event == "ping":
+            return Envelope(event, None, payload, sender, title=None,
+                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}",
+                            handshake={"pong": True})
+        title = _title(event, action, payload)
+        summary = None if title else one_line(f"GitHub {event}{'.' + action if action else ''} in {_repo(payload)}")
+        return Envelope(event, action, payload, sender, title=title, summary=summary)
+
+
+def _sender(payload: Mapping[str, Any]) -> Sender | None:
+    sender = payload.get("sender")
+    if not isinstance(sender, dict):
+        return None
+    sid = sender.get("id")
+    if isinstance(sid, bool) or not isinstance(sid, (int, str)) or str(sid).strip() == "":
+        return None
+    login = sender.get("login") if isinstance(sender.get("login"), str) else None
+    return Sender("github", "", str(sid), login, is_bot=sender.get("type") == "Bot")
+
+
+def _repo(payload: Mapping[str, Any]) -> str:
+    repo = payload.get("repository")
+    if isinstance(repo, dict) and isinstance(repo.get("full_name"), str):
+        return one_line(repo["full_name"], 100)
+    return "an unknown repository"
+
+
+def _get(payload: Mapping[str, Any], *path: str) -> Any:
+    value: Any = payload
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _title(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
+    """One-line titles for the events users act on; ``None`` for feed-only events."""
+    repo = _repo(p)
+    act = action or "updated"
+    if event == "issues":
+        return one_line(f"Issue #{_get(p, 'issue', 'number')} {act} in {repo}: {_get(p, 'issue', 'title') or ''}")
+    if event == "issue_comment":
+        kind = "PR" if isinstance(_get(p, "issue", "pull_request"), dict) else "issue"
+        who = _get(p, "comment", "user", "login") or _get(p, "sender", "login") or "someone"
+        return one_line(
+            f"Comment {act} on {kind} #{_get(p, 'issue', 'number')} in {repo} by {who}: "
+            f"{_get(p, 'issue', 'title') or ''}"
+        )
+    if event == "pull_request":
+        number = p.get("number") or _get(p, "pull_request", "number")
+        return one_line(f"PR #{number} {act} in {repo}: {_get(p, 'pull_request', 'title') or ''}")
+    if event == "pull_request_review":
+        state = _get(p, "review", "state") or act
+        return one_line(
+            f"Review ({state}) on PR #{_get(p, 'pull_request', 'number')} in {repo}: "
+            f"{_get(p, 'pull_request', 'title') or ''}"
+        )
+    if event == "push":
+        ref = str(p.get("ref") or "")
+        name = ref.split("/", 2)[2] if ref.count("/") >= 2 else ref
+        commits = p.get("commits") if isinstance(p.get("commits"), list) else []
+        noun = "commit" if len(commits) == 1 else "commits"
+        return one_line(f"Push to {name} in {repo}: {len(commits)} {noun}")
+    if event == "workflow_run":
+        run = p.get("workflow_run") if isinstance(p.get("workflow_run"), dict) else {}
+        outcome = run.get("conclusion") or run.get("status") or ""
+        return one_line(f"Workflow \"{run.get('name') or ''}\" {act} ({outcome}) in {repo}")
+    if event == "check_run":
+        run = p.get("check_run") if isinstance(p.get("check_run"), dict) else {}
+        outcome = run.get("conclusion") or run.get("status") or ""
+        return one_line(f"Check \"{run.get('name') or ''}\" {act} ({outcome}) in {repo}")
+    if event == "release":
+        rel = p.get("release") if isinstance(p.get("release"), dict) else {}
+        return one_line(f"Release {rel.get('tag_name') or rel.get('name') or ''} {act} in {repo}")
+    if event == "discussion":
+        return one_line(
+            f"Discussion #{_get(p, 'discussion', 'number')} {act} in {repo}: {_get(p, 'discussion', 'title') or ''}"
+        )
+    return None
+
+
+ADAPTER = GitHubSource()

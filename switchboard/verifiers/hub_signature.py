@@ -1,0 +1,64 @@
+"""GitHub's ``X-Hub-Signature-256`` scheme: ``sha256=`` + hex HMAC-SHA256 of the raw body.
+
+Source: https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
+(the HMAC is over the exact delivered bytes, keyed with the webhook secret as UTF-8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Sequence
+
+from switchboard.errors import MalformedRequest, VerificationFailed
+
+_HEADER = re.compile(r"sha256=([0-9a-fA-F]{64})")
+
+
+class SignatureMissing(VerificationFailed):
+    """The signature header is missing."""
+
+
+class SignatureMismatch(VerificationFailed):
+    """No configured secret produces this signature."""
+
+
+def sign(body: bytes, secret: str | bytes) -> str:
+    """Return the ``X-Hub-Signature-256`` value for ``body`` under ``secret``.
+
+    Args:
+        body: the exact request bytes.
+        secret: the webhook secret (``str`` is encoded as UTF-8, as GitHub does).
+    """
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def verify(body: bytes, header: str | None, secrets: Sequence[str | bytes]) -> None:
+    """Check ``header`` against every secret, in constant time per comparison.
+
+    Args:
+        body: the exact request bytes (never a re-serialisation).
+        header: the ``X-Hub-Signature-256`` value, or ``None`` when absent.
+        secrets: the source's currently valid secrets (several during rotation).
+
+    Raises:
+        SignatureMissing: no header.
+        MalformedRequest: the header is not ``sha256=`` followed by 64 hex digits.
+        SignatureMismatch: no secret matches.
+    """
+    if header is None or header == "":
+        raise SignatureMissing()
+    match = _HEADER.fullmatch(header.strip())
+    if match is None:
+        raise MalformedRequest("X-Hub-Signature-256 must be 'sha256=' followed by 64 hex digits")
+    given = match.group(1).lower().encode("ascii")
+    ok = False
+    for secret in secrets:
+        key = secret.encode("utf-8") if isinstance(secret, str) else secret
+        expected = hmac.new(key, body, hashlib.sha256).hexdigest().encode("ascii")
+        # Compare against every secret, so timing does not reveal which one matched.
+        ok |= hmac.compare_digest(expected, given)
+    if not ok:
+        raise SignatureMismatch()

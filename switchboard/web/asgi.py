@@ -1,0 +1,107 @@
+"""The ASGI root that ``uvicorn app:app`` serves (DESIGN.md §3).
+
+Native async routes for machine-facing paths (the receiver, ``/mcp``, the agent stream and
+tool routes); the Flask app, mounted through ``a2wsgi``, for everything else. The lifespan
+applies migrations, starts the MCP session manager, the sweeper, and (embedded mode) the
+inline worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from a2wsgi import WSGIMiddleware
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from switchboard.clock import Clock
+from switchboard.config import Settings
+from switchboard.db import upgrade
+from switchboard.errors import SwitchboardError
+from switchboard.hub import Hub
+from switchboard.mcp_server.hub_server import build_server, transport_security
+from switchboard.mcp_server.tools import bearer, resolve_caller
+from switchboard.web import agent_api
+from switchboard.web.flask_app import create_flask_app
+from switchboard.web.problems import from_error, problem
+from switchboard.web.receiver import receive
+
+log = logging.getLogger(__name__)
+
+
+class RequireAgent:
+    """ASGI wrapper for ``/mcp``: 401 problem details unless the bearer token is an agent's."""
+
+    def __init__(self, app: ASGIApp, hub: Hub) -> None:
+        self.app = app
+        self.hub = hub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            try:
+                await anyio.to_thread.run_sync(resolve_caller, self.hub, bearer(headers.get("authorization")))
+            except SwitchboardError as exc:
+                await from_error(exc)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None, migrate: bool = True) -> Starlette:
+    """Build the ASGI app.
+
+    Args:
+        settings: defaults to :meth:`Settings.from_env` (entry points only).
+        clock: injected clock for tests.
+        migrate: apply migrations at start-up (``serve`` does).
+    """
+    settings = settings or Settings.from_env()
+    if migrate:
+        upgrade(settings)
+    hub = Hub(settings, clock=clock, role="serve")
+    mcp_server = build_server(hub)
+    session_manager = StreamableHTTPSessionManager(
+        app=mcp_server, security_settings=transport_security(settings.public_url)
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        hub.start_sweeper()
+        async with session_manager.run():
+            try:
+                yield
+            finally:
+                hub.close()
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+        return problem(status, code, "no such resource" if status == 404 else str(getattr(exc, "detail", "")))
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        return problem(500, "internal", "internal error")
+
+    flask_app = create_flask_app(hub)
+    routes: list[Any] = [
+        Route("/hooks/{source_id}", receive, methods=["POST"]),
+        Route("/hooks/{source_id}/", receive, methods=["POST"]),
+        Route("/mcp", RequireAgent(StreamableHTTPASGIApp(session_manager), hub)),
+        Route("/api/v1/agent/tools", agent_api.list_tools, methods=["GET"]),
+        Route("/api/v1/agent/tools/{name}", agent_api.invoke_tool, methods=["POST"]),
+        Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),
+        Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={HTTPException: not_found, Exception: crashed})
+    app.state.hub = hub
+    return app

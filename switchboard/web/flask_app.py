@@ -1,0 +1,59 @@
+"""The human-facing Flask app (REST API, later the web UI), mounted under the ASGI root.
+
+Every error is RFC 9457 problem details, rendered here in one place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from switchboard import __version__
+from switchboard.errors import SwitchboardError
+from switchboard.web.problems import MEDIA_TYPE, problem_body
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
+
+
+def create_flask_app(hub: Hub) -> Flask:
+    """The Flask app for ``hub``: ``/`` and ``/api/v1/health`` for now."""
+    app = Flask("switchboard")
+    app.config["HUB"] = hub
+
+    @app.get("/")
+    def index() -> Any:
+        return jsonify({"service": "switchboard", "version": __version__,
+                        "docs": "README.md", "mcp": "/mcp", "hooks": "/hooks/<source_id>"})
+
+    @app.get("/api/v1/health")
+    def health() -> Any:
+        with hub.db.read() as s:
+            s.execute(__import__("sqlalchemy").text("select 1"))
+        return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
+                        "jobs": "rq" if hub.settings.redis_url else "inline"})
+
+    @app.errorhandler(SwitchboardError)
+    def on_error(exc: SwitchboardError) -> Any:
+        return _problem(exc.status, exc.code, exc.message)
+
+    @app.errorhandler(HTTPException)
+    def on_http(exc: HTTPException) -> Any:
+        code = {404: "not_found", 405: "method_not_allowed", 400: "invalid_argument"}.get(exc.code or 500, "http_error")
+        return _problem(exc.code or 500, code, exc.description or "")
+
+    @app.errorhandler(Exception)
+    def on_crash(exc: Exception) -> Any:
+        app.logger.exception("unhandled error")
+        return _problem(500, "internal", "internal error")
+
+    return app
+
+
+def _problem(status: int, code: str, detail: str) -> Any:
+    resp = jsonify(problem_body(status, code, detail))
+    resp.status_code = status
+    resp.mimetype = MEDIA_TYPE
+    return resp

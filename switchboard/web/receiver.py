@@ -1,0 +1,152 @@
+"""``POST /hooks/<source_id>``: the webhook receiver (DESIGN.md §6.1), a native async route.
+
+Order: find the source (404), enforce the size limit while reading the raw bytes once (413),
+refuse when the source has no secret (503), verify the signature on those bytes (401, or 400
+for an unparseable signature header), parse (400 ``malformed_payload``, recorded on a stored
+delivery), dedup (200 ``duplicate``), store, commit, then 202 and hand off to processing.
+Nothing acknowledged is lost: the row is committed before the 2xx.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from switchboard import directory
+from switchboard.errors import (
+    MalformedPayload,
+    NotFound,
+    PayloadTooLarge,
+    SourceUnconfigured,
+    SwitchboardError,
+    VerificationFailed,
+)
+from switchboard.models import Delivery, Source
+from switchboard.sources import adapter_for
+from switchboard.web.problems import from_error, problem
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
+
+log = logging.getLogger(__name__)
+_SOURCE_ID = re.compile(r"src_[a-z2-7]{10,60}")
+_REDACT = ("signature", "authorization", "token", "secret", "cookie", "api-key", "apikey")
+
+
+def redacted_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Headers safe to store and show: credential-like values replaced by ``[redacted]``."""
+    return {k: ("[redacted]" if any(word in k for word in _REDACT) else v[:1000]) for k, v in headers.items()}
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def receive(request: Request) -> Response:
+    """Handle one delivery; see the module docstring for the order of checks."""
+    hub: Hub = request.app.state.hub
+    source_id = request.path_params.get("source_id", "")
+    try:
+        return await _receive(hub, request, source_id)
+    except SwitchboardError as exc:
+        if exc.status == 401:
+            log.info("delivery refused for %s: %s", source_id[:40], exc.code)
+            hub.counters["deliveries_unverified"] += 1
+        elif exc.status == 413:
+            hub.counters["deliveries_too_large"] += 1
+        return from_error(exc)
+    except ClientDisconnect:
+        return Response(status_code=400)
+
+
+async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
+    if not _SOURCE_ID.fullmatch(source_id):
+        raise NotFound("no such source")
+    with hub.db.read() as s:
+        source = s.get(Source, source_id)
+        if source is None or not source.enabled:
+            raise NotFound("no such source")
+        secrets = directory.source_secrets(s, source.id, hub.clock.now())
+    declared = request.headers.get("content-length")
+    if declared is not None and not declared.strip().isdigit():
+        return problem(400, "malformed_request", "Content-Length is not a number")
+    body = await _read_body(request, hub.settings.max_body_bytes)
+    if not secrets:
+        raise SourceUnconfigured()
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    adapter = adapter_for(source.provider)
+    try:
+        adapter.verify(body, headers, secrets, hub.clock)
+    except VerificationFailed:
+        # One generic answer for every verification failure: no oracle for attackers.
+        raise VerificationFailed("the delivery could not be verified") from None
+
+    dedup_key = adapter.dedup_key(headers, body)
+    parse_error: MalformedPayload | None = None
+    try:
+        adapter.parse(body, headers)
+    except MalformedPayload as exc:
+        parse_error = exc
+
+    delivery = Delivery(
+        source_id=source.id, project_id=source.project_id, dedup_key=dedup_key,
+        content_type=headers.get("content-type", "")[:200] or None, headers=redacted_headers(headers),
+        raw_body=None if parse_error else body, body_bytes=len(body), received_at=hub.clock.now(),
+        event=headers.get("x-github-event", "")[:100] or None,
+    )
+    if parse_error is not None:
+        delivery.status, delivery.error_code, delivery.error_detail = "failed", parse_error.code, parse_error.message
+    duplicate_of = _store(hub, delivery)
+    if duplicate_of is not None:
+        return JSONResponse({"delivery_id": duplicate_of, "duplicate": True}, status_code=200)
+    if parse_error is not None:
+        return from_error(parse_error)
+    hub.dispatcher.submit(delivery.id)
+    return JSONResponse({"delivery_id": delivery.id, "status": "received"}, status_code=202)
+
+
+def _store(hub: Hub, delivery: Delivery) -> str | None:
+    """Insert the delivery; return the first delivery's id when the dedup key was seen."""
+
+    def find_first() -> str | None:
+        if delivery.dedup_key is None:
+            return None
+        with hub.db.read() as s:
+            return s.execute(select(Delivery.id).where(
+                Delivery.source_id == delivery.source_id, Delivery.dedup_key == delivery.dedup_key
+            )).scalars().first()
+
+    first = find_first()
+    if first is not None:
+        return first
+    try:
+        with hub.db.write() as s:
+            s.add(delivery)
+    except IntegrityError:
+        # A concurrent request with the same key won the insert (PostgreSQL, several servers).
+        first = find_first()
+        if first is None:
+            raise
+        return first
+    return None
+
+
+def route_not_found(*_: Any) -> Response:
+    """404 problem for unknown paths."""
+    return problem(404, "not_found", "no such resource")

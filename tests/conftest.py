@@ -1,0 +1,218 @@
+"""Shared fixtures: a configured instance, a live server (in-process or as a real process)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import uvicorn
+
+from switchboard import directory
+from switchboard.config import Settings
+from switchboard.db import upgrade
+from switchboard.hub import Hub
+
+pytest_plugins = ["tests.services"]
+
+CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases"
+if not CASES.exists():  # CI clones next to a copy of shared/
+    CASES = Path(os.environ.get("SWITCHBOARD_CASES", "../shared/cases")).resolve()
+GITHUB_SENDER_ID = "21031067"  # sender.id in ../shared/cases/github/*.json (Codertocat)
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def free_port() -> int:
+    """A free loopback TCP port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def github_headers(body: bytes, secret: str, event: str = "issues", delivery: str | None = None,
+                   hook_id: str = "1", content_type: str = "application/json") -> dict[str, str]:
+    """Headers GitHub sends, signed with ``secret`` over ``body``."""
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+        "X-GitHub-Hook-ID": hook_id,
+        "X-Hub-Signature-256": "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(),
+        "Content-Type": content_type,
+        "User-Agent": "GitHub-Hookshot/abc123",
+    }
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+@dataclass
+class World:
+    """A configured instance: one project, one GitHub source, one human with an agent."""
+
+    settings: Settings
+    source_id: str
+    secret: str
+    token: str
+    agent_id: str
+    project_id: str
+
+
+def configure(settings: Settings, secret: str = "It's a Secret to Everybody") -> World:
+    """Migrate and create alice (GitHub 21031067), project acme, a GitHub source, agent claude1."""
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            directory.add_human(s, "alice")
+            directory.link_identity(s, "alice", "github", GITHUB_SENDER_ID, login="Codertocat")
+            project = directory.add_project(s, "acme")
+            source, secret = directory.add_source(s, "acme", "github", secret, queue="reviews")
+            agent = directory.add_agent(s, "claude1", "alice")
+            directory.grant(s, "claude1", "acme", "work")
+            token = directory.vend_token(s, "claude1")
+        return World(settings, source.id, secret, token, agent.id, project.id)
+    finally:
+        hub.close()
+
+
+@dataclass
+class LiveApp:
+    """An app served by uvicorn in a thread on a free port, with its hub for inspection."""
+
+    url: str
+    hub: Hub
+    world: World
+
+    def post_hook(self, body: bytes, headers: dict[str, str], source_id: str | None = None) -> httpx2.Response:
+        return httpx2.post(f"{self.url}/hooks/{source_id or self.world.source_id}", content=body, headers=headers,
+                           timeout=30)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings for a fresh SQLite instance in a temporary folder."""
+    return Settings(home=tmp_path / "instance", sweep_interval_seconds=0.5, sweep_grace_seconds=1.0)
+
+
+@pytest.fixture
+def world(settings: Settings) -> World:
+    """A configured fresh instance."""
+    return configure(settings)
+
+
+def serve_in_thread(settings: Settings) -> Iterator[tuple[str, Hub]]:
+    """Run ``create_app(settings)`` under uvicorn in a thread; yield ``(url, hub)``."""
+    from switchboard.web.asgi import create_app
+
+    port = free_port()
+    settings = settings.with_overrides(port=port)
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=20)
+    try:
+        yield f"http://127.0.0.1:{port}", app.state.hub
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def live(world: World) -> Iterator[LiveApp]:
+    """The configured instance served in-process over real HTTP."""
+    for url, hub in serve_in_thread(world.settings):
+        yield LiveApp(url, hub, world)
+
+
+@dataclass
+class ServeProcess:
+    """``switchboard serve`` as a real process."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """Environment for running ``switchboard`` against ``home``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    env["SWITCHBOARD_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def switchboard_exe() -> str:
+    """The ``switchboard`` console script of this interpreter's environment."""
+    candidate = Path(sys.executable).with_name("switchboard")
+    return str(candidate) if candidate.exists() else "switchboard"
+
+
+def cli(env: dict[str, str], *args: str) -> Any:
+    """Run ``switchboard <args> --json`` and return its parsed output (fails on a non-zero exit)."""
+    proc = subprocess.run([switchboard_exe(), *args, "--json"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, f"switchboard {' '.join(args)} failed: {proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout)
+
+
+def start_serve(env: dict[str, str], port: int, log_path: Path) -> ServeProcess:
+    """Start ``switchboard serve`` and wait until it answers health checks."""
+    log_file = log_path.open("ab")
+    proc = subprocess.Popen([switchboard_exe(), "serve", "--port", str(port)], env=env, stdout=log_file,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited early:\n{log_path.read_text()}")
+        try:
+            return httpx2.get(f"{url}/api/v1/health", timeout=1).status_code == 200
+        except httpx2.HTTPError:
+            return False
+
+    wait_for(healthy, timeout=30, interval=0.1)
+    return ServeProcess(url, proc, log_path)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a process and wait for it."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def case_bytes(*parts: str) -> bytes:
+    """The bytes of a file under ``../shared/cases``; skip when the folder is absent."""
+    path = CASES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared case file {path} not present")
+    return path.read_bytes()

@@ -1,0 +1,198 @@
+"""The receiver through the real HTTP stack (uvicorn): DESIGN.md §6.1 and webhook-faults.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+from sqlalchemy import delete, func, select
+
+from switchboard import directory
+from switchboard.config import Settings
+from switchboard.models import Delivery, FeedEvent, SourceSecret, Todo
+from tests.conftest import FIXTURES, LiveApp, World, configure, github_headers, serve_in_thread, wait_for
+
+ISSUE = (FIXTURES / "github_issues_opened.json").read_bytes()
+
+
+def _delivery(live: LiveApp, delivery_id: str) -> Delivery:
+    with live.hub.db.read() as s:
+        row = s.get(Delivery, delivery_id)
+        assert row is not None
+        return row
+
+
+def _count(live: LiveApp, model: type) -> int:
+    with live.hub.db.read() as s:
+        return int(s.execute(select(func.count()).select_from(model)).scalar_one())
+
+
+def _processed(live: LiveApp, delivery_id: str) -> Delivery:
+    return wait_for(lambda: (d := _delivery(live, delivery_id)).status != "received" and d)
+
+
+def test_signed_delivery_is_accepted_and_becomes_a_todo(live: LiveApp) -> None:
+    resp = live.post_hook(ISSUE, github_headers(ISSUE, live.world.secret))
+    assert resp.status_code == 202
+    body = resp.json()
+    assert body["status"] == "received" and body["delivery_id"].startswith("dlv_")
+    d = _processed(live, body["delivery_id"])
+    assert d.status == "processed" and d.todo_id
+    with live.hub.db.read() as s:
+        todo = s.get(Todo, d.todo_id)
+        assert todo is not None and todo.queue == "reviews" and todo.state == "pending"
+        assert todo.title == "Issue #1 opened in Codertocat/Hello-World: Spelling error in the README file"
+
+
+def test_duplicate_delivery_returns_first_id_and_creates_nothing(live: LiveApp) -> None:
+    headers = github_headers(ISSUE, live.world.secret)
+    first = live.post_hook(ISSUE, headers).json()["delivery_id"]
+    _processed(live, first)
+    again = live.post_hook(ISSUE, headers)
+    assert again.status_code == 200
+    assert again.json() == {"delivery_id": first, "duplicate": True}
+    assert _count(live, Delivery) == 1 and _count(live, Todo) == 1
+
+
+def test_bad_signature_is_401_problem_and_stores_nothing(live: LiveApp) -> None:
+    headers = github_headers(ISSUE, "wrong secret")
+    resp = live.post_hook(ISSUE, headers)
+    assert resp.status_code == 401
+    assert resp.headers["content-type"].startswith("application/problem+json")
+    problem = resp.json()
+    assert problem["code"] == "signature_invalid" and problem["status"] == 401
+    assert set(problem) >= {"type", "title", "status", "detail", "code"}
+    assert _count(live, Delivery) == 0
+    assert live.hub.counters["deliveries_unverified"] == 1
+
+
+def test_missing_signature_is_401(live: LiveApp) -> None:
+    headers = github_headers(ISSUE, live.world.secret)
+    del headers["X-Hub-Signature-256"]
+    resp = live.post_hook(ISSUE, headers)
+    assert resp.status_code == 401 and resp.json()["code"] == "signature_invalid"
+    assert _count(live, Delivery) == 0
+
+
+def test_unparseable_signature_header_is_400(live: LiveApp) -> None:
+    headers = github_headers(ISSUE, live.world.secret)
+    headers["X-Hub-Signature-256"] = "sha256=not-hex"
+    resp = live.post_hook(ISSUE, headers)
+    assert resp.status_code == 400 and resp.json()["code"] == "malformed_request"
+    assert _count(live, Delivery) == 0
+
+
+def test_unknown_source_is_404(live: LiveApp) -> None:
+    for source_id in ("src_aaaaaaaaaaaaaaaaaaaaaaaaaa", "nope", "src_" + "a" * 200):
+        resp = live.post_hook(ISSUE, github_headers(ISSUE, live.world.secret), source_id=source_id)
+        assert resp.status_code == 404 and resp.json()["code"] == "not_found"
+
+
+def test_get_on_a_hook_is_a_problem_not_a_crash(live: LiveApp) -> None:
+    resp = httpx2.get(f"{live.url}/hooks/{live.world.source_id}")
+    assert resp.status_code in (404, 405)
+    assert resp.headers["content-type"].startswith("application/problem+json")
+
+
+def test_source_without_secret_refuses_everything_with_503(live: LiveApp) -> None:
+    with live.hub.db.write() as s:
+        s.execute(delete(SourceSecret).where(SourceSecret.source_id == live.world.source_id))
+    resp = live.post_hook(ISSUE, github_headers(ISSUE, live.world.secret))
+    assert resp.status_code == 503 and resp.json()["code"] == "source_unconfigured"
+    unsigned = live.post_hook(ISSUE, {"X-GitHub-Event": "issues", "Content-Type": "application/json"})
+    assert unsigned.status_code == 503
+    assert _count(live, Delivery) == 0
+
+
+def test_bad_content_length_is_400(live: LiveApp) -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(live.url)
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.sendall(
+            f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n".encode()
+        )
+        answer = sock.recv(1000).decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 400")
+
+
+# -- webhook-faults.md ---------------------------------------------------------------
+
+
+def test_fault1_signature_is_over_wire_bytes_not_a_reserialisation(live: LiveApp) -> None:
+    body = b'{"name":"Jos\\u00e9","url":"https:\\/\\/x.test"}'
+    resp = live.post_hook(body, github_headers(body, live.world.secret, event="star"))
+    assert resp.status_code == 202
+
+
+def test_fault2_invalid_utf8_verifies_then_fails_parsing_cleanly(live: LiveApp) -> None:
+    bad = b'{"x":"\xff"}'
+    resp = live.post_hook(bad, github_headers(bad, live.world.secret))
+    assert resp.status_code == 400 and resp.json()["code"] == "malformed_payload"
+    with live.hub.db.read() as s:
+        rows = s.execute(select(Delivery)).scalars().all()
+    assert len(rows) == 1 and rows[0].status == "failed" and rows[0].error_code == "malformed_payload"
+    assert rows[0].raw_body is None
+    good = b'{"t":"Pra\xc3\xa7a"}'
+    assert live.post_hook(good, github_headers(good, live.world.secret, event="star")).status_code == 202
+
+
+def test_fault3_form_encoded_delivery_parses_the_payload_field(live: LiveApp) -> None:
+    body = b"payload=%7B%22zen%22%3A%22Keep%20it%20simple.%22%2C%22hook_id%22%3A1%7D"
+    headers = github_headers(body, live.world.secret, event="ping",
+                             content_type="application/x-www-form-urlencoded")
+    resp = live.post_hook(body, headers)
+    assert resp.status_code == 202
+    d = _processed(live, resp.json()["delivery_id"])
+    assert d.status == "processed" and d.event == "ping"
+    with live.hub.db.read() as s:
+        event = s.execute(select(FeedEvent).where(FeedEvent.subject_id == d.id)).scalars().one()
+    assert event.kind == "delivery.received" and "Ping from hook 1" in event.title
+
+
+def test_fault6_delivery_id_shared_across_hooks_is_not_a_duplicate(live: LiveApp) -> None:
+    with live.hub.db.write() as s:
+        other, other_secret = directory.add_source(s, "acme", "github", "second-secret")
+    body = ISSUE
+    first = live.post_hook(body, github_headers(body, live.world.secret, delivery="shared-guid", hook_id="1"))
+    second = live.post_hook(body, github_headers(body, other_secret, delivery="shared-guid", hook_id="2"),
+                            source_id=other.id)
+    assert first.status_code == 202 and second.status_code == 202
+    again = live.post_hook(body, github_headers(body, live.world.secret, delivery="shared-guid", hook_id="1"))
+    assert again.status_code == 200 and again.json() == {"delivery_id": first.json()["delivery_id"],
+                                                         "duplicate": True}
+
+
+def test_fault10_large_payload_accepted_and_over_limit_is_413(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "big", max_body_bytes=600_000)
+    world = configure(settings)
+    commits = [{"id": f"{i:040x}", "message": "x" * 400, "author": {"name": "a"}} for i in range(1100)]
+    push = json.dumps({"ref": "refs/heads/main", "commits": commits, "repository": {"full_name": "o/r"},
+                       "sender": {"id": 21031067, "type": "User"}}).encode()
+    assert 450_000 < len(push) < 600_000
+    for url, hub in serve_in_thread(settings):
+        live = LiveApp(url, hub, world)
+        ok = live.post_hook(push, github_headers(push, world.secret, event="push"))
+        assert ok.status_code == 202
+        too_big = push + b" " * 200_000
+        resp = live.post_hook(too_big, github_headers(too_big, world.secret, event="push"))
+        assert resp.status_code == 413 and resp.json()["code"] == "payload_too_large"
+        assert hub.counters["deliveries_too_large"] == 1
+        assert _count(live, Delivery) == 1
+
+
+def test_fault12_secret_is_chosen_by_url_never_by_body(live: LiveApp) -> None:
+    with live.hub.db.write() as s:
+        directory.add_project(s, "other")
+        source_b, _secret_b = directory.add_source(s, "other", "github", "secret-of-b")
+    body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"},
+                       "repository": {"full_name": "other/repo"}, "sender": {"id": 21031067}}).encode()
+    signed_by_a = github_headers(body, live.world.secret)
+    assert live.post_hook(body, signed_by_a, source_id=source_b.id).status_code == 401
+    assert live.post_hook(body, signed_by_a).status_code == 202
+
+
+def test_world_fixture_is_isolated(world: World) -> None:
+    assert world.source_id.startswith("src_") and len(world.source_id) == 30
