@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
+from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.errors import InvalidArgument, SwitchboardError
@@ -66,7 +67,9 @@ def _whoami(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         agent = s.get(Agent, caller.agent_id)
         human = s.get(Human, caller.human_id)
         grants = directory.grants_of(s, caller.agent_id)
-        projects = {p.id: p.name for p in s.query(Project).filter(Project.id.in_(list(grants))).all()}  # type: ignore[attr-defined]
+        projects = dict(s.execute(
+            select(Project.id, Project.name).where(Project.id.in_(list(grants)))  # type: ignore[attr-defined]
+        ).tuples().all())
     return {
         "agent": {"id": caller.agent_id, "name": agent.name if agent else caller.agent_name},
         "human": {"id": caller.human_id, "name": human.name if human else None},
