@@ -69,7 +69,7 @@ def _whoami(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         grants = directory.grants_of(s, caller.agent_id)
         projects = dict(s.execute(
             select(Project.id, Project.name).where(Project.id.in_(list(grants)))  # type: ignore[attr-defined]
-        ).tuples().all())
+        ).all())
     return {
         "agent": {"id": caller.agent_id, "name": agent.name if agent else caller.agent_name},
         "human": {"id": caller.human_id, "name": human.name if human else None},
