@@ -28,9 +28,7 @@ from switchboard.hub import Hub
 
 pytest_plugins = ["tests.services"]
 
-CASES = Path(__file__).resolve().parents[1].parent / "shared" / "cases"
-if not CASES.exists():  # CI clones next to a copy of shared/
-    CASES = Path(os.environ.get("SWITCHBOARD_CASES", "../shared/cases")).resolve()
+CASES = Path(__file__).resolve().parent / "fixtures" / "cases"  # copies of ../shared/cases
 GITHUB_SENDER_ID = "21031067"  # sender.id in ../shared/cases/github/*.json (Codertocat)
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -17,7 +17,7 @@ from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters
 from pydantic import BaseModel
 
-from tests.conftest import FIXTURES, cli, cli_env, free_port, github_headers, start_serve, stop, switchboard_exe, wait_for
+from tests.conftest import CASES, cli, cli_env, free_port, github_headers, start_serve, stop, switchboard_exe, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +88,7 @@ async def test_github_delivery_wakes_the_channel_and_is_claimed(tmp_path: Path) 
 
             await anyio.to_thread.run_sync(lambda: wait_for(lambda: "agent stream attached" in server.log()))
 
-            body = (FIXTURES / "github_issues_opened.json").read_bytes()
+            body = (CASES / "github" / "issues.opened.json").read_bytes()
             headers = github_headers(body, source["secret"], delivery="72d3162e-cc78-11e3-81ab-4c9367dc0958")
             resp = httpx2.post(source["url"], content=body, headers=headers)
             assert resp.status_code == 202, resp.text

@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import FIXTURES, LiveApp, github_headers
+from tests.conftest import CASES, LiveApp, github_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ def anyio_backend() -> str:
 
 
 async def test_tools_over_streamable_http(live: LiveApp) -> None:
-    body = (FIXTURES / "github_issues_opened.json").read_bytes()
+    body = (CASES / "github" / "issues.opened.json").read_bytes()
     assert live.post_hook(body, github_headers(body, live.world.secret)).status_code == 202
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {live.world.token}"}) as http:
         async with Client(streamable_http_client(f"{live.url}/mcp", http_client=http), mode="legacy") as client:

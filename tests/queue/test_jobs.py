@@ -11,9 +11,9 @@ from switchboard.clock import utcnow
 from switchboard.hub import Hub
 from switchboard.models import Delivery, FeedEvent, Todo
 from switchboard.queue.jobs import process_delivery
-from tests.conftest import FIXTURES, World, serve_in_thread, wait_for
+from tests.conftest import CASES, World, serve_in_thread, wait_for
 
-ISSUE = json.loads((FIXTURES / "github_issues_opened.json").read_bytes())
+ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
 
 
 def _store(hub: Hub, world: World, payload: dict, age_seconds: float = 0) -> str:

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from switchboard.config import Settings
 from switchboard.models import Delivery, Todo
 from tests.conftest import (
-    FIXTURES,
+    CASES,
     LiveApp,
     cli_env,
     configure,
@@ -53,7 +53,7 @@ def test_delivery_runs_as_rq_job_and_wakes_across_processes(postgres_url: str, r
         assert attached.wait(10)
         wait_for(lambda: hub.streams.count(world.agent_id) == 1)
 
-        body = (FIXTURES / "github_issues_opened.json").read_bytes()
+        body = (CASES / "github" / "issues.opened.json").read_bytes()
         resp = live.post_hook(body, github_headers(body, world.secret))
         assert resp.status_code == 202
         delivery_id = resp.json()["delivery_id"]

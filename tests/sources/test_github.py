@@ -9,7 +9,7 @@ import pytest
 
 from switchboard.errors import MalformedPayload
 from switchboard.sources.github import ADAPTER
-from tests.conftest import CASES, FIXTURES
+from tests.conftest import CASES
 
 WORK_TITLES = {
     "issues.opened.json": "Issue #1 opened in Codertocat/Hello-World: Spelling error in the README file",
@@ -22,7 +22,7 @@ def _headers(event: str, content_type: str = "application/json") -> dict[str, st
 
 
 def test_issue_title_and_sender() -> None:
-    body = (FIXTURES / "github_issues_opened.json").read_bytes()
+    body = (CASES / "github" / "issues.opened.json").read_bytes()
     env = ADAPTER.parse(body, _headers("issues"))
     assert env.kind == "issues.opened"
     assert env.title == WORK_TITLES["issues.opened.json"]

@@ -11,9 +11,9 @@ from sqlalchemy import delete, func, select
 from switchboard import directory
 from switchboard.config import Settings
 from switchboard.models import Delivery, FeedEvent, SourceSecret, Todo
-from tests.conftest import FIXTURES, LiveApp, World, configure, github_headers, serve_in_thread, wait_for
+from tests.conftest import CASES, LiveApp, World, configure, github_headers, serve_in_thread, wait_for
 
-ISSUE = (FIXTURES / "github_issues_opened.json").read_bytes()
+ISSUE = (CASES / "github" / "issues.opened.json").read_bytes()
 
 
 def _delivery(live: LiveApp, delivery_id: str) -> Delivery:
