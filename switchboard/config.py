@@ -36,6 +36,7 @@ class Settings:
             default ``127.0.0.1:8080``).
         sweep_interval_seconds: how often stuck deliveries are re-processed (seconds).
         sweep_grace_seconds: how old a ``received`` delivery must be before the sweeper takes it.
+        reap_interval_seconds: how often expired leases and due retries are returned (seconds).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -47,6 +48,7 @@ class Settings:
     port: int = DEFAULT_PORT
     sweep_interval_seconds: float = 15.0
     sweep_grace_seconds: float = 30.0
+    reap_interval_seconds: float = 2.0
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()

@@ -46,23 +46,54 @@ class Hub:
             self.dispatcher = _NoDispatch()
 
     def start_sweeper(self) -> None:
-        """Start the thread that re-dispatches deliveries stuck in ``received``."""
+        """Start the maintenance thread: the delivery sweeper and the lease reaper.
+
+        Both are safe to run in many processes at once (conditional updates), so every
+        ``serve`` process runs one.
+        """
         if self._sweeper is not None:
             return
 
         def loop() -> None:
+            import time
+
             from switchboard.queue.jobs import sweep
 
+            next_sweep = 0.0
             while True:
+                now = time.monotonic()
                 try:
-                    sweep(self, self.settings.sweep_grace_seconds)
-                except Exception:  # noqa: BLE001 - keep sweeping; a database blip is transient
-                    log.exception("sweep failed")
-                if self._stop.wait(self.settings.sweep_interval_seconds):
+                    self.reap()
+                    if now >= next_sweep:
+                        sweep(self, self.settings.sweep_grace_seconds)
+                        next_sweep = now + self.settings.sweep_interval_seconds
+                except Exception:  # noqa: BLE001 - keep going; a database blip is transient
+                    log.exception("maintenance pass failed")
+                if self._stop.wait(self.settings.reap_interval_seconds):
                     return
 
-        self._sweeper = threading.Thread(target=loop, name="switchboard-sweeper", daemon=True)
+        self._sweeper = threading.Thread(target=loop, name="switchboard-maintenance", daemon=True)
         self._sweeper.start()
+
+    def reap(self) -> dict[str, int]:
+        """One maintenance pass: expired leases and due retries back to the queue, then wakes
+        for pending todos never rung (made by the CLI or another process), re-queued, or due a
+        re-ring (DESIGN.md §6.5)."""
+        from switchboard.models import Todo
+        from switchboard.notify.wakes import due_rings
+        from switchboard.queue.leases import reap
+
+        with self.db.write() as s:
+            counts, requeued = reap(s, self.clock)
+            for todo_id in requeued:  # re-queued work rings afresh
+                todo = s.get(Todo, todo_id)
+                if todo is not None:
+                    todo.rung_at, todo.ring_count = None, 0
+            wakes = due_rings(s, self.clock)
+        for wake in wakes:
+            self.broker.publish_wake(wake)
+        counts["rung"] = len(wakes)
+        return counts
 
     def close(self) -> None:
         """Stop background threads and close connections."""

@@ -22,7 +22,7 @@ from sqlalchemy import select
 from switchboard import directory
 from switchboard.errors import InvalidArgument, SwitchboardError
 from switchboard.models import Agent, Human, Project
-from switchboard.queue import todos
+from switchboard.queue import leases, todos
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -99,15 +99,25 @@ def _render_todo_list(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _todo_get(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    with hub.db.read() as s:
+        return todos.get(s, directory.grants_of(s, caller.agent_id), args["id"])
+
+
+def _render_todo_get(r: dict[str, Any]) -> str:
+    tries = ", ".join(f"#{a['number']} {a['outcome'] or 'open'}" for a in r["attempts"]) or "none"
+    return f"{r['id']} [{r['state']}] {r['queue']}: {r['title']} (attempts: {tries})"
+
+
 def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     if "id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either id, or project/queue for the next todo, not both")
     with hub.db.write() as s:
         grants = directory.grants_of(s, caller.agent_id)
-        return todos.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("id"),
-                           project=args.get("project"), queue=args.get("queue"),
-                           lease_seconds=args.get("lease_seconds", todos.DEFAULT_LEASE_SECONDS),
-                           is_postgres=not hub.db.is_sqlite)
+        return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("id"),
+                            project=args.get("project"), queue=args.get("queue"),
+                            lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
+                            is_postgres=not hub.db.is_sqlite)
 
 
 def _render_claim(r: dict[str, Any]) -> str:
@@ -117,15 +127,33 @@ def _render_claim(r: dict[str, Any]) -> str:
     return f"claimed {t['id']} (attempt {r['attempt']}, lease until {r['lease_expires_at']}): {t['title']}"
 
 
-def _todo_complete(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    with hub.db.write() as s:
-        grants = directory.grants_of(s, caller.agent_id)
-        return todos.complete(s, hub.clock, caller.agent_id, grants, todo_id=args["id"],
-                              result=args.get("result"), lease_token=args.get("lease_token"))
+def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
+    """A tool handler running lease operation ``op`` with ``id``, ``lease_token`` and ``names``."""
+
+    def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+        extra = {name: args[name] for name in names if name in args}
+        with hub.db.write() as s:
+            grants = directory.grants_of(s, caller.agent_id)
+            return op(s, hub.clock, caller.agent_id, grants, todo_id=args["id"],
+                      lease_token=args.get("lease_token"), **extra)
+
+    return handler
 
 
 def _render_row(r: dict[str, Any]) -> str:
-    return f"{r['id']} is {r['state']}: {r['title']}"
+    extra = ""
+    if r.get("lease_expires_at"):
+        extra = f", lease until {r['lease_expires_at']}"
+    elif r.get("next_retry_at"):
+        extra = f", retry at {r['next_retry_at']}"
+    elif r.get("dead_lettered"):
+        extra = ", dead-lettered"
+    return f"{r['id']} is {r['state']}{extra}: {r['title']}"
+
+
+_LEASE_TOKEN = {"type": "string", "minLength": 1, "maxLength": 200,
+                "description": "The lease_token from todo_claim; a stale one is refused with conflict."}
+_LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": leases.MAX_LEASE_SECONDS}
 
 
 TOOLS: list[ToolSpec] = [
@@ -139,20 +167,37 @@ TOOLS: list[ToolSpec] = [
                  "state": {"type": "string", "enum": list(todos.STATES)},
                  "limit": {"type": "integer", "minimum": 1, "maximum": todos.MAX_LIST_LIMIT}}),
         _todo_list, _render_todo_list),
+    ToolSpec("todo_get", "One todo with its payload, result and attempts (claimant, times, outcome).",
+             _schema({"id": _ID}, ["id"]), _todo_get, _render_todo_get),
     ToolSpec(
         "todo_claim",
-        "Claim a todo by id, or the next pending one (optionally in a project/queue). Returns the todo with "
-        "its payload, a lease (default 300 s, max 86400) and a lease_token; claiming a todo you already "
-        "hold returns your current claim. {empty: true} when nothing is pending.",
-        _schema({"id": _ID, "project": _NAME, "queue": _NAME,
-                 "lease_seconds": {"type": "integer", "minimum": 1, "maximum": todos.MAX_LEASE_SECONDS}}),
+        "Claim a todo by id, or the next pending one (optionally in a project/queue; priority, then oldest). "
+        "Returns the todo with its payload, a lease (default 300 s, max 86400) and a lease_token (fence); "
+        "claiming a todo you already hold returns your current claim. {empty: true} when nothing is pending.",
+        _schema({"id": _ID, "project": _NAME, "queue": _NAME, "lease_seconds": _LEASE_SECONDS}),
         _todo_claim, _render_claim),
     ToolSpec(
+        "todo_heartbeat",
+        "Extend the lease on a todo you hold to max(current expiry, now + lease_seconds); never shortens it.",
+        _schema({"id": _ID, "lease_seconds": _LEASE_SECONDS, "lease_token": _LEASE_TOKEN}, ["id"]),
+        _held_op(leases.heartbeat, "lease_seconds"), _render_row),
+    ToolSpec(
         "todo_complete",
-        "Mark a todo you hold as done, with an optional result (object or text) and the lease_token "
-        "from todo_claim (a stale token is refused with conflict).",
-        _schema({"id": _ID, "result": {}, "lease_token": {"type": "string", "maxLength": 200}}, ["id"]),
-        _todo_complete, _render_row),
+        "Mark a todo you hold as done, with an optional result (object or text).",
+        _schema({"id": _ID, "result": {}, "lease_token": _LEASE_TOKEN}, ["id"]),
+        _held_op(leases.complete, "result"), _render_row),
+    ToolSpec(
+        "todo_fail",
+        "Report that an attempt failed, with a summary. The todo is retried after a backoff (30 s doubling, "
+        "at most 15 min) or dead-lettered after max_attempts failures.",
+        _schema({"id": _ID, "summary": {"type": "string", "maxLength": leases.MAX_SUMMARY_CHARS},
+                 "lease_token": _LEASE_TOKEN}, ["id"]),
+        _held_op(leases.fail, "summary"), _render_row),
+    ToolSpec(
+        "todo_release",
+        "Give a todo you hold back to the queue (pending again; no failure counted).",
+        _schema({"id": _ID, "lease_token": _LEASE_TOKEN}, ["id"]),
+        _held_op(leases.release), _render_row),
 ]
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 

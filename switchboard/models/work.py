@@ -15,9 +15,12 @@ TODO_STATES = ("pending", "claimed", "done", "failed", "cancelled")
 
 
 class Todo(SQLModel, table=True):
-    """A unit of work in a project's named queue.
+    """A unit of work in a project's named queue (DESIGN.md §6.2).
 
-    ``origin_key`` is unique: the delivery that made a todo can make it only once, however
+    ``attempt_count`` numbers the claims (attempt ``n`` is the n-th claim); ``failure_count``
+    counts the attempts that spent the budget (``failed``, ``lease_expired``): the todo is
+    dead-lettered when it reaches ``max_attempts``. A release costs nothing. ``rung_at`` and
+    ``ring_count`` record the wakes sent for a pending todo, for re-rings with backoff. ``origin_key`` is unique: the delivery that made a todo can make it only once, however
     often processing re-runs (DESIGN.md §2).
     """
 
@@ -25,6 +28,8 @@ class Todo(SQLModel, table=True):
     __table_args__ = (
         sa.Index("ix_todos_claim_next", "project_id", "queue", "state", "priority", "created_at"),
         sa.Index("ix_todos_lease", "state", "lease_expires_at"),
+        sa.Index("ix_todos_retry", "state", "next_retry_at"),
+        sa.Index("ix_todos_ring", "state", "rung_at"),
     )
 
     id: str = Field(default_factory=lambda: new_id("td"), primary_key=True, max_length=40)
@@ -41,11 +46,14 @@ class Todo(SQLModel, table=True):
     assigned_agent_id: str | None = Field(default=None, max_length=40)
     priority: int = Field(default=0)
     attempt_count: int = Field(default=0)
+    failure_count: int = Field(default=0)
     max_attempts: int = Field(default=5)
     claimed_by: str | None = Field(default=None, max_length=40)
     lease_token: str | None = Field(default=None, max_length=64)
     lease_expires_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
     next_retry_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    rung_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    ring_count: int = Field(default=0)
     result: dict[str, Any] | None = Field(default=None, sa_column=json_column())
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
     updated_at: datetime = Field(default_factory=utcnow, sa_column=time_column())

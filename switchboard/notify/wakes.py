@@ -12,10 +12,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from datetime import timedelta
+
+from sqlalchemy import select, update
 from sqlmodel import Session
 
-from switchboard.models import Grant, Todo
+from switchboard.clock import Clock
+from switchboard.models import Grant, Project, Source, Todo
 
 _META_VALUE = re.compile(r"[^A-Za-z0-9_.:/#@+=-]")
 
@@ -55,8 +58,11 @@ class Wake:
                    agent_ids=list(data.get("agent_ids", [])))
 
 
-def wake_for(session: Session, todo: Todo, project_name: str, source: str) -> Wake:
-    """Build the wake for a new todo: the assigned agent, else every agent with ``work``."""
+def wake_for(session: Session, todo: Todo) -> Wake:
+    """Build the wake for a pending todo: to its assigned agent, else every agent with ``work``.
+
+    ``source`` is the provider of the todo's source, or ``api`` for todos made through the API/CLI.
+    """
     if todo.assigned_agent_id:
         agents = [todo.assigned_agent_id]
     else:
@@ -64,4 +70,53 @@ def wake_for(session: Session, todo: Todo, project_name: str, source: str) -> Wa
             select(Grant.agent_id).where(Grant.project_id == todo.project_id, Grant.role == "work")
             .order_by(Grant.created_at)
         ).scalars().all())
-    return Wake(todo.id, project_name, todo.queue, todo.kind, source, todo.title, agents)
+    project = session.execute(select(Project.name).where(Project.id == todo.project_id)).scalar_one()
+    provider = None
+    if todo.source_id:
+        provider = session.execute(select(Source.provider).where(Source.id == todo.source_id)).scalar_one_or_none()
+    return Wake(todo.id, project, todo.queue, todo.kind, provider or "api", todo.title, agents)
+
+
+RING_BASE_SECONDS = 30
+RING_CAP_SECONDS = 900
+MAX_RINGS = 8
+
+
+def ring_after_seconds(rings: int) -> int:
+    """Seconds after the ``rings``-th wake before the next re-ring: 30, 60, 120, ... at most 900."""
+    return min(RING_BASE_SECONDS * 2 ** max(rings - 1, 0), RING_CAP_SECONDS)
+
+
+def ring(session: Session, clock: Clock, todo: Todo) -> Wake:
+    """Record a wake for ``todo`` now (in the caller's transaction) and return it for publishing."""
+    todo.rung_at, todo.ring_count = clock.now(), todo.ring_count + 1
+    session.flush()
+    return wake_for(session, todo)
+
+
+def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
+    """Wakes for pending todos never rung (made by another process) or due a re-ring.
+
+    Each is claimed by a conditional update on ``rung_at``, so many processes may call this at
+    once and each wake goes out once. A todo is re-rung at most :data:`MAX_RINGS` times.
+    """
+    now = clock.now()
+    cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
+    candidates = session.execute(
+        select(Todo).where(Todo.state == "pending", Todo.ring_count < MAX_RINGS)
+        .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
+        .order_by(Todo.rung_at).limit(limit)
+    ).scalars().all()
+    wakes = []
+    for todo in candidates:
+        if todo.rung_at is not None and todo.rung_at + timedelta(seconds=ring_after_seconds(todo.ring_count)) > now:
+            continue
+        moved = session.execute(
+            update(Todo).where(Todo.id == todo.id, Todo.state == "pending",
+                               Todo.rung_at.is_(None) if todo.rung_at is None else Todo.rung_at == todo.rung_at)  # type: ignore[union-attr]
+            .values(rung_at=now, ring_count=Todo.ring_count + 1)
+            .execution_options(synchronize_session=False)
+        )
+        if moved.rowcount == 1:  # type: ignore[attr-defined]
+            wakes.append(wake_for(session, todo))
+    return wakes

@@ -19,7 +19,7 @@ from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
 from switchboard.intake.channel_break import breaks_channel, find_break
 from switchboard.models import Delivery, Project, Source
-from switchboard.notify.wakes import Wake, wake_for
+from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
 from switchboard.sources import adapter_for
 
@@ -99,7 +99,7 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
         )
         delivery.status, delivery.todo_id = "processed", todo.id
         if created:
-            wake = wake_for(session, todo, project.name, source.provider)
+            wake = ring(session, hub.clock, todo)
     if wake is not None:
         hub.broker.publish_wake(wake)
     return "processed"

@@ -1,18 +1,16 @@
-"""The todo ledger: create, list, claim with a lease, complete (DESIGN.md §6.2).
+"""The todo ledger: create, read, list, and the human operations (DESIGN.md §6.2).
 
-Claims are single atomic conditional updates (``UPDATE ... WHERE state = 'pending'``): on
-SQLite under the one-writer lock, on PostgreSQL with the next candidate picked by
-``FOR UPDATE SKIP LOCKED``. Claiming a todo the caller already holds returns the current
-claim, so a duplicate wake never causes double work.
+States: ``pending → claimed → done | failed``; ``failed`` with ``next_retry_at`` set waits to
+retry, with it null is dead-lettered; ``cancelled`` for withdrawn work. Lease transitions live
+in :mod:`switchboard.queue.leases`.
 """
 
 from __future__ import annotations
 
-import secrets
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlmodel import Session
 
 from switchboard.clock import Clock
@@ -20,8 +18,6 @@ from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Project, Todo
 
-DEFAULT_LEASE_SECONDS = 300
-MAX_LEASE_SECONDS = 86_400
 MAX_LIST_LIMIT = 200
 STATES = ("pending", "claimed", "done", "failed", "cancelled")
 
@@ -72,11 +68,14 @@ def row(todo: Todo, project_name: str | None = None, with_payload: bool = False)
         "priority": todo.priority,
         "assigned_agent_id": todo.assigned_agent_id,
         "attempt_count": todo.attempt_count,
+        "failure_count": todo.failure_count,
         "max_attempts": todo.max_attempts,
         "claimed_by": todo.claimed_by,
-        "lease_expires_at": _iso(todo.lease_expires_at),
-        "created_at": _iso(todo.created_at),
-        "updated_at": _iso(todo.updated_at),
+        "lease_expires_at": iso(todo.lease_expires_at),
+        "next_retry_at": iso(todo.next_retry_at),
+        "dead_lettered": todo.state == "failed" and todo.next_retry_at is None,
+        "created_at": iso(todo.created_at),
+        "updated_at": iso(todo.updated_at),
     }
     if project_name is not None:
         out["project"] = project_name
@@ -86,17 +85,17 @@ def row(todo: Todo, project_name: str | None = None, with_payload: bool = False)
     return out
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def _readable(grants: dict[str, str], todo: Todo | None) -> Todo:
+def readable(grants: dict[str, str], todo: Todo | None) -> Todo:
     if todo is None or todo.project_id not in grants:
         raise NotFound("no such todo")
     return todo
 
 
-def _require_work(grants: dict[str, str], todo: Todo) -> None:
+def require_work(grants: dict[str, str], todo: Todo) -> None:
     if grants.get(todo.project_id) != "work":
         raise Forbidden("this agent has read access only on the todo's project")
 
@@ -143,124 +142,99 @@ def list_todos(
     return {"todos": [row(t) for t in rows[:limit]], "has_more": len(rows) > limit}
 
 
-def claim(
-    session: Session,
-    clock: Clock,
-    agent_id: str,
-    grants: dict[str, str],
-    *,
-    todo_id: str | None = None,
-    project: str | None = None,
-    queue: str | None = None,
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-    is_postgres: bool = False,
-) -> dict[str, Any]:
-    """Claim a todo by id, or the next pending one (priority first, then oldest).
-
-    Returns:
-        ``{todo, lease_token, lease_expires_at, attempt}``, or ``{"empty": True}`` when
-        nothing is pending.
-
-    Raises:
-        InvalidArgument: bad ``lease_seconds``. NotFound: unknown or unreadable todo.
-        Forbidden: read-only grant. Conflict: the todo is not pending (or held by another).
-    """
-    if not isinstance(lease_seconds, int) or isinstance(lease_seconds, bool) or not (
-        1 <= lease_seconds <= MAX_LEASE_SECONDS
-    ):
-        raise InvalidArgument(f"lease_seconds must be a whole number from 1 to {MAX_LEASE_SECONDS}")
-    now = clock.now()
-    if todo_id is not None:
-        todo = _readable(grants, session.get(Todo, todo_id))
-        _require_work(grants, todo)
-        if todo.state == "claimed" and todo.claimed_by == agent_id:
-            return _claim_view(session, todo)
-        candidate = todo.id
-    else:
-        project_ids = resolve_projects(session, grants, project, need_work=True)
-        if not project_ids:
-            return {"empty": True}
-        query = (
-            select(Todo.id)
-            .where(Todo.project_id.in_(project_ids), Todo.state == "pending")  # type: ignore[attr-defined]
-            .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
-            .order_by(Todo.priority.desc(), Todo.created_at, Todo.id)  # type: ignore[attr-defined]
-            .limit(1)
-        )
-        if queue is not None:
-            query = query.where(Todo.queue == queue)
-        if is_postgres:
-            query = query.with_for_update(skip_locked=True)
-        candidate = session.execute(query).scalars().first()
-        if candidate is None:
-            return {"empty": True}
-    token = secrets.token_urlsafe(24)
-    expires = now + timedelta(seconds=lease_seconds)
-    result = session.execute(
-        update(Todo)
-        .where(Todo.id == candidate, Todo.state == "pending")
-        .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
-        .values(state="claimed", claimed_by=agent_id, lease_token=token, lease_expires_at=expires,
-                attempt_count=Todo.attempt_count + 1, updated_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        if todo_id is None:
-            return {"empty": True}
-        raise Conflict("the todo is not pending")
-    todo = session.get(Todo, candidate)
-    assert todo is not None
-    session.refresh(todo)
-    attempt = Attempt(todo_id=todo.id, number=todo.attempt_count, agent_id=agent_id, claimed_at=now,
-                      lease_expires_at=expires)
-    session.add(attempt)
-    feed.append(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
-                data={"agent_id": agent_id, "attempt": attempt.number})
-    session.flush()
-    return _claim_view(session, todo)
-
-
-def _claim_view(session: Session, todo: Todo) -> dict[str, Any]:
+def claim_view(session: Session, todo: Todo) -> dict[str, Any]:
     attempt = session.execute(
         select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
     ).scalars().first()
     return {
         "todo": row(todo, with_payload=True),
         "lease_token": todo.lease_token,
-        "lease_expires_at": _iso(todo.lease_expires_at),
+        "lease_expires_at": iso(todo.lease_expires_at),
+        "next_retry_at": iso(todo.next_retry_at),
+        "dead_lettered": todo.state == "failed" and todo.next_retry_at is None,
         "attempt": attempt.number if attempt else todo.attempt_count,
     }
 
 
-def complete(
-    session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-    result: Any = None, lease_token: str | None = None,
-) -> dict[str, Any]:
-    """Mark a claimed todo done and close its attempt (outcome ``completed``).
+
+
+def attempts_of(session: Session, todo_id: str) -> list[dict[str, Any]]:
+    """The todo's attempts, oldest first: claimant, times (UTC ISO 8601), outcome, summary."""
+    rows = session.execute(select(Attempt).where(Attempt.todo_id == todo_id).order_by(Attempt.number)).scalars()
+    return [{"number": a.number, "agent_id": a.agent_id, "claimed_at": iso(a.claimed_at),
+             "lease_expires_at": iso(a.lease_expires_at), "ended_at": iso(a.ended_at), "outcome": a.outcome,
+             "summary": a.summary} for a in rows]
+
+
+def get(session: Session, grants: dict[str, str], todo_id: str) -> dict[str, Any]:
+    """A readable todo with payload, result and attempts. Raises ``NotFound``."""
+    todo = readable(grants, session.get(Todo, todo_id))
+    out = row(todo, with_payload=True)
+    out["attempts"] = attempts_of(session, todo.id)
+    return out
+
+
+def list_dead_letters(session: Session, project_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """Dead-lettered todos (``failed`` with no retry due), oldest first."""
+    query = select(Todo).where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
+    if project_id is not None:
+        query = query.where(Todo.project_id == project_id)
+    return [row(t) for t in session.execute(query.order_by(Todo.updated_at).limit(limit)).scalars()]
+
+
+def retry_dead_letter(session: Session, clock: Clock, todo_id: str) -> dict[str, Any]:
+    """A human sends a dead letter back to ``pending`` with a fresh attempt budget.
 
     Raises:
-        NotFound: unknown or unreadable todo. Conflict: not claimed by the caller, or a stale
-        ``lease_token``.
+        NotFound: no such todo. Conflict: the todo is not dead-lettered.
     """
-    todo = _readable(grants, session.get(Todo, todo_id))
-    _require_work(grants, todo)
-    if todo.state != "claimed" or todo.claimed_by != agent_id:
-        raise Conflict("the todo is not claimed by this agent")
-    if lease_token is not None and not secrets.compare_digest(str(lease_token), todo.lease_token or ""):
-        raise Conflict("the lease token is stale")
-    now = clock.now()
-    todo.state = "done"
-    todo.result = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
-    todo.lease_token = None
-    todo.lease_expires_at = None
-    todo.updated_at = now
-    attempt = session.execute(
-        select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
-    ).scalars().first()
-    if attempt is not None:
-        attempt.ended_at = now
-        attempt.outcome = "completed"
-    feed.append(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo.id,
-                data={"agent_id": agent_id})
+    todo = session.get(Todo, todo_id)
+    if todo is None:
+        raise NotFound("no such todo")
+    if not (todo.state == "failed" and todo.next_retry_at is None):
+        raise Conflict(f"the todo is {todo.state}, not dead-lettered")
+    todo.state, todo.failure_count, todo.updated_at = "pending", 0, clock.now()
     session.flush()
     return row(todo)
+
+
+def cancel(session: Session, clock: Clock, todo_id: str) -> dict[str, Any]:
+    """A human withdraws a todo (from ``pending``, ``claimed`` or ``failed``).
+
+    A current holder's later ``complete``/``fail`` is refused with ``conflict``.
+
+    Raises:
+        NotFound: no such todo. Conflict: already ``done`` or ``cancelled``.
+    """
+    todo = session.get(Todo, todo_id)
+    if todo is None:
+        raise NotFound("no such todo")
+    if todo.state in ("done", "cancelled"):
+        raise Conflict(f"the todo is already {todo.state}")
+    now = clock.now()
+    if todo.state == "claimed":
+        attempt = session.execute(
+            select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+        ).scalars().first()
+        if attempt is not None and attempt.outcome is None:
+            attempt.ended_at, attempt.outcome = now, "cancelled"
+    todo.state, todo.next_retry_at, todo.updated_at = "cancelled", None, now
+    todo.lease_token = todo.lease_expires_at = todo.claimed_by = None
+    session.flush()
+    return row(todo)
+
+
+def assign(session: Session, clock: Clock, todo_id: str, agent_id: str | None) -> Todo:
+    """Assign a pending todo to one agent (only it may claim it), or clear with ``None``.
+
+    Raises:
+        NotFound: no such todo. Conflict: the todo is not pending.
+    """
+    todo = session.get(Todo, todo_id)
+    if todo is None:
+        raise NotFound("no such todo")
+    if todo.state != "pending":
+        raise Conflict(f"only a pending todo can be assigned; this one is {todo.state}")
+    todo.assigned_agent_id, todo.updated_at = agent_id, clock.now()
+    session.flush()
+    return todo

@@ -2,46 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
-
 import pytest
 
 from switchboard import directory
-from switchboard.clock import FixedClock
-from switchboard.config import Settings
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
 from switchboard.mcp_server.tools import Caller, call_tool
-from switchboard.queue import todos
-from tests.conftest import configure
-from tests.services import fresh_postgres_database
-
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
-
-
-class TickingClock(FixedClock):
-    """Advances one millisecond per reading, so creation order is observable."""
-
-    def now(self) -> datetime:
-        self.at += timedelta(milliseconds=1)
-        return self.at
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    if request.param == "sqlite":
-        settings = Settings(home=tmp_path)
-    else:
-        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
-    configure(settings)
-    h = Hub(settings, clock=TickingClock(NOW), role="cli")
-    try:
-        yield h
-    finally:
-        h.close()
-
+from switchboard.queue import leases, todos
 
 def _ids(hub: Hub) -> tuple[str, str]:
     with hub.db.read() as s:
@@ -82,29 +49,29 @@ def test_claim_next_then_complete(hub: Hub) -> None:
     ids = _make(hub, 3)
     grants = _grants(hub, agent_id)
     with hub.db.write() as s:
-        claim = todos.claim(s, hub.clock, agent_id, grants, project="acme", queue="reviews")
+        claim = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="reviews")
     assert claim["todo"]["id"] == ids[0] and claim["attempt"] == 1
     assert claim["lease_expires_at"].startswith("2026-11-30T12:05:00.")
     with hub.db.write() as s:
-        again = todos.claim(s, hub.clock, agent_id, grants, todo_id=ids[0])
+        again = leases.claim(s, hub.clock, agent_id, grants, todo_id=ids[0])
     assert again["lease_token"] == claim["lease_token"]
     with hub.db.write() as s:
         with pytest.raises(Conflict):
-            todos.complete(s, hub.clock, agent_id, grants, todo_id=ids[0], lease_token="stale")
+            leases.complete(s, hub.clock, agent_id, grants, todo_id=ids[0], lease_token="stale")
     with hub.db.write() as s:
-        done = todos.complete(s, hub.clock, agent_id, grants, todo_id=ids[0], lease_token=claim["lease_token"])
+        done = leases.complete(s, hub.clock, agent_id, grants, todo_id=ids[0], lease_token=claim["lease_token"])
     assert done["state"] == "done"
     with hub.db.write() as s:
         with pytest.raises(Conflict):
-            todos.complete(s, hub.clock, agent_id, grants, todo_id=ids[0])
+            leases.complete(s, hub.clock, agent_id, grants, todo_id=ids[0])
         with pytest.raises(Conflict):
-            todos.claim(s, hub.clock, agent_id, grants, todo_id=ids[0])
+            leases.claim(s, hub.clock, agent_id, grants, todo_id=ids[0])
 
 
 def test_claim_empty_queue_says_empty(hub: Hub) -> None:
     agent_id, _ = _ids(hub)
     with hub.db.write() as s:
-        assert todos.claim(s, hub.clock, agent_id, _grants(hub, agent_id)) == {"empty": True}
+        assert leases.claim(s, hub.clock, agent_id, _grants(hub, agent_id)) == {"empty": True}
 
 
 def test_unknown_and_foreign_todos_are_the_same_not_found(hub: Hub) -> None:
@@ -116,7 +83,7 @@ def test_unknown_and_foreign_todos_are_the_same_not_found(hub: Hub) -> None:
     for todo_id in ("td_doesnotexist", ids[0]):
         with hub.db.write() as s:
             with pytest.raises(NotFound) as info:
-                todos.claim(s, hub.clock, stranger, _grants(hub, stranger), todo_id=todo_id)
+                leases.claim(s, hub.clock, stranger, _grants(hub, stranger), todo_id=todo_id)
         assert info.value.message == "no such todo"
 
 
@@ -128,7 +95,7 @@ def test_read_only_grant_cannot_claim(hub: Hub) -> None:
         reader = directory.agent_by_name(s, "reader").id
     with hub.db.write() as s:
         with pytest.raises(Forbidden):
-            todos.claim(s, hub.clock, reader, _grants(hub, reader), todo_id=ids[0])
+            leases.claim(s, hub.clock, reader, _grants(hub, reader), todo_id=ids[0])
     with hub.db.read() as s:
         assert len(todos.list_todos(s, _grants(hub, reader))["todos"]) == 1
 

@@ -1,0 +1,294 @@
+"""Leases: claim, heartbeat, complete, fail, release, and the reaper (DESIGN.md §6.2).
+
+Every transition is one conditional ``UPDATE ... WHERE state = <expected> AND ...``: if the
+row moved under us (another claimer, the reaper, a human), the update touches nothing and the
+caller gets ``conflict``. On SQLite this runs under the one-writer lock; on PostgreSQL the next
+candidate is picked with ``FOR UPDATE SKIP LOCKED``. The same tests run on both.
+
+Lease tokens fence stale holders: ``heartbeat``, ``complete``, ``fail`` and ``release`` with a
+token from an earlier claim are refused with ``conflict``. A lease never shrinks silently:
+a heartbeat extends it to ``max(current expiry, now + lease_seconds)``.
+
+Backoff after ``fail``: 30 s doubling, capped at 15 min; the todo is dead-lettered (``failed``
+with ``next_retry_at`` null) once ``failure_count`` reaches ``max_attempts``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlmodel import Session
+
+from switchboard.clock import Clock
+from switchboard.errors import Conflict, InvalidArgument
+from switchboard.feed import events as feed
+from switchboard.models import Attempt, Todo
+from switchboard.queue.todos import claim_view, iso, readable, require_work, resolve_projects, row
+
+DEFAULT_LEASE_SECONDS = 300
+MAX_LEASE_SECONDS = 86_400
+BACKOFF_BASE_SECONDS = 30
+BACKOFF_CAP_SECONDS = 900
+MAX_SUMMARY_CHARS = 2000
+
+
+def backoff_seconds(failures: int) -> int:
+    """Seconds before retry after the ``failures``-th failure: 30, 60, 120, ... capped at 900."""
+    return min(BACKOFF_BASE_SECONDS * 2 ** max(failures - 1, 0), BACKOFF_CAP_SECONDS)
+
+
+def check_lease_seconds(value: Any) -> int:
+    """Validate ``lease_seconds`` (1..86400). Raises ``InvalidArgument``."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LEASE_SECONDS:
+        raise InvalidArgument(f"lease_seconds must be a whole number from 1 to {MAX_LEASE_SECONDS}")
+    return value
+
+
+def claim(
+    session: Session,
+    clock: Clock,
+    agent_id: str,
+    grants: dict[str, str],
+    *,
+    todo_id: str | None = None,
+    project: str | None = None,
+    queue: str | None = None,
+    lease_seconds: int = DEFAULT_LEASE_SECONDS,
+    is_postgres: bool = False,
+) -> dict[str, Any]:
+    """Claim a todo by id, or the next pending one (priority first, then oldest).
+
+    Returns:
+        ``{todo, lease_token, lease_expires_at, attempt}``, or ``{"empty": True}``.
+
+    Raises:
+        InvalidArgument: bad ``lease_seconds``. NotFound: unknown or unreadable todo.
+        Forbidden: read-only grant, or the todo is assigned to another agent.
+        Conflict: the todo is not pending.
+    """
+    check_lease_seconds(lease_seconds)
+    now = clock.now()
+    if todo_id is not None:
+        todo = readable(grants, session.get(Todo, todo_id))
+        require_work(grants, todo)
+        if todo.state == "claimed" and todo.claimed_by == agent_id and _lease_live(todo, now):
+            return claim_view(session, todo)  # idempotent: a duplicate wake never causes double work
+        if todo.assigned_agent_id not in (None, agent_id):
+            raise Conflict("the todo is assigned to another agent")
+        candidate: str | None = todo.id
+    else:
+        project_ids = resolve_projects(session, grants, project, need_work=True)
+        if not project_ids:
+            return {"empty": True}
+        query = (
+            select(Todo.id)
+            .where(Todo.project_id.in_(project_ids), Todo.state == "pending")  # type: ignore[attr-defined]
+            .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
+            .order_by(Todo.priority.desc(), Todo.created_at, Todo.id)  # type: ignore[attr-defined]
+            .limit(1)
+        )
+        if queue is not None:
+            query = query.where(Todo.queue == queue)
+        if is_postgres:
+            query = query.with_for_update(skip_locked=True)
+        candidate = session.execute(query).scalars().first()
+        if candidate is None:
+            return {"empty": True}
+    token = secrets.token_urlsafe(24)
+    expires = now + timedelta(seconds=lease_seconds)
+    result = session.execute(
+        update(Todo)
+        .where(Todo.id == candidate, Todo.state == "pending")
+        .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
+        .values(state="claimed", claimed_by=agent_id, lease_token=token, lease_expires_at=expires,
+                attempt_count=Todo.attempt_count + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        if todo_id is None:
+            return {"empty": True}
+        raise Conflict("the todo is not pending")
+    todo = session.get(Todo, candidate)
+    assert todo is not None
+    session.refresh(todo)
+    attempt = Attempt(todo_id=todo.id, number=todo.attempt_count, agent_id=agent_id, claimed_at=now,
+                      lease_expires_at=expires)
+    session.add(attempt)
+    feed.append(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
+                data={"agent_id": agent_id, "attempt": attempt.number})
+    session.flush()
+    return claim_view(session, todo)
+
+
+def _lease_live(todo: Todo, now: datetime) -> bool:
+    return todo.lease_expires_at is not None and todo.lease_expires_at > now
+
+
+def _held(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], todo_id: str,
+          lease_token: str | None) -> tuple[Todo, Attempt]:
+    """The todo, if the caller holds a live lease on it (and the token, if given, is current)."""
+    todo = readable(grants, session.get(Todo, todo_id))
+    require_work(grants, todo)
+    if todo.state != "claimed" or todo.claimed_by != agent_id:
+        raise Conflict(f"the todo is {todo.state}, not claimed by this agent")
+    if lease_token is not None and not secrets.compare_digest(str(lease_token), todo.lease_token or ""):
+        raise Conflict("the lease token is stale: another claim holds this todo now")
+    if not _lease_live(todo, clock.now()):
+        raise Conflict("the lease has expired; claim the todo again")
+    attempt = session.execute(
+        select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+    ).scalars().one()
+    return todo, attempt
+
+
+def _transition(session: Session, todo: Todo, **values: Any) -> None:
+    """Apply ``values`` only if the row is still the claim we read (fence against races)."""
+    result = session.execute(
+        update(Todo)
+        .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:  # type: ignore[attr-defined]
+        raise Conflict("the todo changed meanwhile; read it again")
+    session.refresh(todo)
+
+
+def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+              lease_seconds: int = DEFAULT_LEASE_SECONDS, lease_token: str | None = None) -> dict[str, Any]:
+    """Extend the caller's lease to ``max(current expiry, now + lease_seconds)``.
+
+    Raises:
+        Conflict: not held by the caller, stale token, or expired lease.
+    """
+    check_lease_seconds(lease_seconds)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
+    now = clock.now()
+    expires = max(todo.lease_expires_at or now, now + timedelta(seconds=lease_seconds))
+    _transition(session, todo, lease_expires_at=expires, updated_at=now)
+    attempt.lease_expires_at = expires
+    session.flush()
+    return row(todo)
+
+
+def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+             result: Any = None, lease_token: str | None = None) -> dict[str, Any]:
+    """Mark a held todo ``done`` (attempt outcome ``completed``).
+
+    Raises:
+        Conflict: not held by the caller, stale token, or expired lease.
+    """
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
+    now = clock.now()
+    stored = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
+    _transition(session, todo, state="done", result=stored, lease_token=None, lease_expires_at=None,
+                claimed_by=None, updated_at=now)
+    attempt.ended_at, attempt.outcome = now, "completed"
+    feed.append(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo.id,
+                data={"agent_id": agent_id, "attempt": attempt.number})
+    session.flush()
+    return row(todo)
+
+
+def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+         summary: str | None = None, lease_token: str | None = None) -> dict[str, Any]:
+    """Record a failed attempt: retry after backoff, or dead-letter at ``max_attempts``.
+
+    Returns:
+        The todo row; ``next_retry_at`` is set while a retry is due, null when dead-lettered.
+
+    Raises:
+        Conflict: not held by the caller, stale token, or expired lease.
+    """
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
+    now = clock.now()
+    failures = todo.failure_count + 1
+    dead = failures >= todo.max_attempts
+    retry_at = None if dead else now + timedelta(seconds=backoff_seconds(failures))
+    _transition(session, todo, state="failed", failure_count=failures, next_retry_at=retry_at,
+                lease_token=None, lease_expires_at=None, claimed_by=None, updated_at=now)
+    attempt.ended_at, attempt.outcome = now, "failed"
+    attempt.summary = (summary or "")[:MAX_SUMMARY_CHARS] or None
+    kind = "todo.dead_lettered" if dead else "todo.failed"
+    feed.append(session, clock, todo.project_id, kind, todo.title, subject_id=todo.id,
+                data={"agent_id": agent_id, "attempt": attempt.number, "failures": failures,
+                      "next_retry_at": iso(retry_at)})
+    session.flush()
+    return row(todo)
+
+
+def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+            lease_token: str | None = None) -> dict[str, Any]:
+    """Give a held todo back: ``pending`` again, no failure counted (outcome ``released``).
+
+    Raises:
+        Conflict: not held by the caller, stale token, or expired lease.
+    """
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
+    now = clock.now()
+    _transition(session, todo, state="pending", lease_token=None, lease_expires_at=None, claimed_by=None,
+                updated_at=now)
+    attempt.ended_at, attempt.outcome = now, "released"
+    session.flush()
+    return row(todo)
+
+
+def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, int], list[str]]:
+    """Return expired leases and due retries to the queue; safe in many processes at once.
+
+    Expired leases get outcome ``lease_expired`` and count as a failure (dead-lettered at
+    ``max_attempts``); ``failed`` todos whose ``next_retry_at`` has passed become ``pending``.
+
+    Returns:
+        ``({"expired": n, "dead_lettered": n, "retried": n}, ids of todos now pending)``.
+    """
+    now = clock.now()
+    counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
+    requeued: list[str] = []
+    expired = session.execute(
+        select(Todo).where(Todo.state == "claimed", Todo.lease_expires_at <= now)  # type: ignore[operator]
+        .order_by(Todo.lease_expires_at).limit(limit)
+    ).scalars().all()
+    for todo in expired:
+        failures = todo.failure_count + 1
+        dead = failures >= todo.max_attempts
+        moved = session.execute(
+            update(Todo)
+            .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
+            .values(state="failed" if dead else "pending", failure_count=failures, next_retry_at=None,
+                    lease_token=None, lease_expires_at=None, claimed_by=None, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if moved.rowcount != 1:  # type: ignore[attr-defined]
+            continue  # another reaper or the holder got there first
+        attempt = session.execute(
+            select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+        ).scalars().first()
+        if attempt is not None and attempt.outcome is None:
+            attempt.ended_at, attempt.outcome = now, "lease_expired"
+        counts["expired"] += 1
+        if not dead:
+            requeued.append(todo.id)
+        if dead:
+            counts["dead_lettered"] += 1
+            feed.append(session, clock, todo.project_id, "todo.dead_lettered", todo.title, subject_id=todo.id,
+                        data={"failures": failures, "reason": "lease_expired"})
+    due_ids = session.execute(
+        select(Todo.id).where(Todo.state == "failed", Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
+                              Todo.next_retry_at <= now).limit(limit)  # type: ignore[operator]
+    ).scalars().all()
+    for todo_id in due_ids:
+        moved = session.execute(
+            update(Todo)
+            .where(Todo.id == todo_id, Todo.state == "failed", Todo.next_retry_at.is_not(None))  # type: ignore[union-attr]
+            .values(state="pending", next_retry_at=None, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if moved.rowcount == 1:  # type: ignore[attr-defined]
+            counts["retried"] += 1
+            requeued.append(todo_id)
+    session.flush()
+    return counts, requeued
