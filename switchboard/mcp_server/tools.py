@@ -216,6 +216,27 @@ _TOOL_CODE_MAP = {"dependency_unavailable": "internal", "malformed_request": "in
                   "malformed_payload": "invalid_argument"}
 
 
+def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:
+    """Validate ``arguments`` against the tool's schema and run it; return structured content.
+
+    Raises:
+        InvalidArgument: unknown tool, or arguments that do not match the schema.
+        SwitchboardError: whatever the tool raises (``not_found``, ``conflict``, ...).
+    """
+    spec = TOOLS_BY_NAME.get(name)
+    if spec is None:
+        raise InvalidArgument(f"unknown tool {name!r}")
+    args = {} if arguments is None else arguments
+    if not isinstance(args, dict):
+        raise InvalidArgument("arguments must be a JSON object")
+    try:
+        jsonschema.validate(args, spec.input_schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+        raise InvalidArgument(f"{where}: {exc.message}") from None
+    return spec.handler(hub, caller, args)
+
+
 def call_tool(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:
     """Run a tool for ``caller`` and return the wire-shaped result (never raises for bad input).
 
@@ -223,26 +244,15 @@ def call_tool(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, 
         name: a tool name from :data:`TOOLS`.
         arguments: the JSON arguments (an object, or ``None`` for none).
     """
-    spec = TOOLS_BY_NAME.get(name)
     try:
-        if spec is None:
-            raise InvalidArgument(f"unknown tool {name!r}")
-        args = {} if arguments is None else arguments
-        if not isinstance(args, dict):
-            raise InvalidArgument("arguments must be a JSON object")
-        try:
-            jsonschema.validate(args, spec.input_schema)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-            raise InvalidArgument(f"{where}: {exc.message}") from None
-        structured = spec.handler(hub, caller, args)
+        structured = invoke(hub, caller, name, arguments)
     except SwitchboardError as exc:
         return error_result(exc)
     except Exception:  # noqa: BLE001 - a tool never answers with a traceback
         log.exception("tool %s failed", name)
         return error_result(SwitchboardError("internal error; the operation may be retried"))
-    return {"content": [{"type": "text", "text": spec.render(structured)}], "structuredContent": structured,
-            "isError": False}
+    return {"content": [{"type": "text", "text": TOOLS_BY_NAME[name].render(structured)}],
+            "structuredContent": structured, "isError": False}
 
 
 def resolve_caller(hub: Hub, token: str | None) -> Caller:

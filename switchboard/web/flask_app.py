@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def create_flask_app(hub: Hub) -> Flask:
-    """The Flask app for ``hub``: ``/`` and ``/api/v1/health`` for now."""
+    """The Flask app for ``hub``: ``/``, ``/api/v1/health`` and the agent REST routes."""
     app = Flask("switchboard")
     app.config["HUB"] = hub
 
@@ -35,9 +35,16 @@ def create_flask_app(hub: Hub) -> Flask:
         return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
                         "jobs": "rq" if hub.settings.redis_url else "inline"})
 
+    from switchboard.web.rest_todos import bp as rest_todos
+
+    app.register_blueprint(rest_todos)
+
     @app.errorhandler(SwitchboardError)
     def on_error(exc: SwitchboardError) -> Any:
-        return _problem(exc.status, exc.code, exc.message)
+        resp = _problem(exc.status, exc.code, exc.message)
+        if exc.status == 401:
+            resp.headers["WWW-Authenticate"] = "Bearer"
+        return resp
 
     @app.errorhandler(HTTPException)
     def on_http(exc: HTTPException) -> Any:
