@@ -10,14 +10,16 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
 from switchboard import __version__, directory
-from switchboard.config import Settings
+from switchboard.config import LOG_LEVELS, Settings
 from switchboard.errors import ConfigError, SwitchboardError
 
 
@@ -25,8 +27,47 @@ def _settings() -> Settings:
     try:
         return Settings.from_env()
     except ConfigError as exc:
-        click.echo(str(exc), err=True)
+        click.echo(f"error config_invalid: {exc}", err=True)
         sys.exit(2)
+
+
+def _redacted_url(url: str) -> str:
+    """A database or Redis URL without its password."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return parts._replace(netloc=netloc).geturl()
+    return url
+
+
+@contextmanager
+def clear_errors(as_json: bool = False) -> Iterator[None]:
+    """Turn expected failures into one line ``error <code>: <message>`` and an exit code.
+
+    Exit 2 for bad input or configuration, 1 for an unreachable service or internal error.
+    """
+    import redis
+    from sqlalchemy.exc import DBAPIError
+
+    def fail(code: str, message: str, status: int) -> None:
+        if as_json:
+            click.echo(json.dumps({"error": {"code": code, "message": message}}))
+        else:
+            click.echo(f"error {code}: {message}", err=True)
+        sys.exit(status)
+
+    try:
+        yield
+    except SwitchboardError as exc:
+        fail(exc.code, exc.message, 2 if exc.status < 500 else 1)
+    except DBAPIError as exc:
+        first = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        fail("dependency_unavailable", f"the database failed: {first[:300]}", 1)
+    except redis.exceptions.RedisError as exc:
+        fail("dependency_unavailable", f"cannot use Redis ({type(exc).__name__}: {str(exc)[:200]})", 1)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        fail("config_invalid", f"{exc.strerror or type(exc).__name__}{where}", 2)
 
 
 def _hub_cli() -> Any:
@@ -48,14 +89,8 @@ def admin(fn: Callable[..., tuple[dict[str, Any], str]]) -> Callable[..., None]:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
     @wraps(fn)
     def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> None:
-        try:
+        with clear_errors(as_json):
             data, text = fn(*args, **kwargs)
-        except SwitchboardError as exc:
-            if as_json:
-                click.echo(json.dumps({"error": {"code": exc.code, "message": exc.message}}))
-            else:
-                click.echo(f"error {exc.code}: {exc.message}", err=True)
-            sys.exit(2 if exc.status < 500 else 1)
         _emit(as_json, data, text)
 
     return wrapper
@@ -65,8 +100,11 @@ def admin(fn: Callable[..., tuple[dict[str, Any], str]]) -> Callable[..., None]:
 @click.version_option(__version__, prog_name="switchboard")
 def main() -> None:
     """Switchboard: verified webhooks in, durable todos and channel wakes out."""
-    logging.basicConfig(level=os.environ.get("SWITCHBOARD_LOG_LEVEL", "WARNING").upper(), stream=sys.stderr,
+    level = os.environ.get("SWITCHBOARD_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
+    logging.basicConfig(level=level if level in LOG_LEVELS else "WARNING", stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level not in LOG_LEVELS:
+        _settings()  # lists every invalid setting and exits 2
 
 
 @main.command()
@@ -345,15 +383,35 @@ def serve(host: str | None, port: int | None) -> None:
         changes["port"] = port
     if changes:
         settings = settings.with_overrides(**changes)
-    app = create_app(settings)
+    import socket
+
+    with clear_errors():
+        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as probe:
+            try:
+                probe.bind((settings.host, settings.port))
+            except OSError as exc:
+                raise SwitchboardError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}") from None
+        app = create_app(settings)
+        if settings.redis_url:
+            import redis
+
+            redis.Redis.from_url(settings.redis_url).ping()
     click.echo(f"switchboard {__version__} on http://{settings.host}:{settings.port} "
-               f"({'postgresql' if not settings.is_sqlite else 'sqlite'}, "
-               f"{'rq jobs' if settings.redis_url else 'inline jobs'})", err=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+               f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
+               f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})",
+               err=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on")
+
+
+def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise click.BadParameter("give the hub's base URL with its scheme, e.g. http://127.0.0.1:8080")
+    return value
 
 
 @main.command()
-@click.option("--url", required=True, help="The hub's base URL, e.g. http://127.0.0.1:8080")
+@click.option("--url", required=True, callback=_http_url, help="The hub's base URL, e.g. http://127.0.0.1:8080")
 def channel(url: str) -> None:
     """Run the stdio channel adapter for Claude Code (token from SWITCHBOARD_TOKEN)."""
     from switchboard.mcp_server.channel import run_channel
@@ -362,7 +420,7 @@ def channel(url: str) -> None:
     if not tok:
         click.echo("error unauthenticated: set SWITCHBOARD_TOKEN to the agent's token", err=True)
         sys.exit(2)
-    run_channel(url, tok)
+    run_channel(url, tok, _settings().log_level)
 
 
 @main.command()
@@ -376,4 +434,5 @@ def worker(burst: bool) -> None:
         click.echo("error config_invalid: `switchboard worker` needs SWITCHBOARD_REDIS_URL; without it, "
                    "`serve` processes deliveries in its own thread", err=True)
         sys.exit(2)
-    run_worker(settings, burst=burst)
+    with clear_errors():
+        run_worker(settings, burst=burst)

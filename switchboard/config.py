@@ -16,6 +16,7 @@ from switchboard.errors import ConfigError
 
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Settings:
         sweep_interval_seconds: how often stuck deliveries are re-processed (seconds).
         sweep_grace_seconds: how old a ``received`` delivery must be before the sweeper takes it.
         reap_interval_seconds: how often expired leases and due retries are returned (seconds).
+        log_level: ``SWITCHBOARD_LOG_LEVEL`` (DEBUG, INFO, WARNING, ERROR), default WARNING.
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -49,6 +51,7 @@ class Settings:
     sweep_interval_seconds: float = 15.0
     sweep_grace_seconds: float = 30.0
     reap_interval_seconds: float = 2.0
+    log_level: str = "WARNING"
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -125,6 +128,12 @@ class Settings:
             problems.append("SWITCHBOARD_PUBLIC_URL must start with http:// or https://")
             public_url = ""
         max_body = integer("SWITCHBOARD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024, 1 << 31)
+        log_level = env.get("SWITCHBOARD_LOG_LEVEL", "").strip().upper() or "WARNING"
+        if log_level not in LOG_LEVELS:
+            problems.append(f"SWITCHBOARD_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+            log_level = "WARNING"
+        if home.exists() and not home.is_dir():
+            problems.append(f"SWITCHBOARD_HOME={str(home)!r} exists and is not a folder")
         host = env.get("SWITCHBOARD_HOST", "").strip() or "127.0.0.1"
         port = integer("SWITCHBOARD_PORT", DEFAULT_PORT, 0, 65535)
         if problems:
@@ -137,4 +146,5 @@ class Settings:
             max_body_bytes=max_body,
             host=host,
             port=port,
+            log_level=log_level,
         )

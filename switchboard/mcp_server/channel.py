@@ -25,6 +25,8 @@ import mcp_types as types
 from httpx2._sse import EventSource
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from pydantic import BaseModel, ConfigDict
 
 from switchboard import __version__
@@ -89,8 +91,20 @@ class Bridge:
         self.session_ready = anyio.Event()
 
     async def list_tools(self) -> types.ListToolsResult:
-        resp = await self.client.get(f"{self.url}/api/v1/agent/tools")
-        _raise_for_problem(resp)
+        """The hub's catalogue.
+
+        Raises:
+            MCPError: the hub is unreachable or refuses the token (a JSON-RPC error, no traceback).
+        """
+        try:
+            resp = await self.client.get(f"{self.url}/api/v1/agent/tools")
+        except httpx2.HTTPError as exc:
+            raise MCPError(INTERNAL_ERROR, f"the Switchboard hub at {self.url} is unreachable "
+                                           f"({type(exc).__name__}); is `switchboard serve` running?") from None
+        if resp.status_code == 401:
+            raise MCPError(INTERNAL_ERROR, "the hub refused the token (401): check SWITCHBOARD_TOKEN")
+        if resp.status_code != 200:
+            raise MCPError(INTERNAL_ERROR, f"the hub answered {resp.status_code} to the tool list")
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in resp.json()["tools"]])
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -117,7 +131,7 @@ class Bridge:
                     timeout=httpx2.Timeout(30.0, read=60.0),
                 ) as resp:
                     if resp.status_code == 401:
-                        log.error("the hub refused the token (401); wakes are off, tools still answer")
+                        log.error("the hub refused the token (401): check SWITCHBOARD_TOKEN; no wakes")
                         return
                     if resp.status_code != 200:
                         raise httpx2.HTTPError(f"stream answered {resp.status_code}")
@@ -148,11 +162,6 @@ def _tool_error(code: str, message: str, retryable: bool) -> types.CallToolResul
         structured_content={"code": code, "message": message, "retryable": retryable},
         is_error=True,
     )
-
-
-def _raise_for_problem(resp: Any) -> None:
-    if resp.status_code != 200:
-        raise RuntimeError(f"the hub answered {resp.status_code} to the tool list")
 
 
 def build_channel_server(bridge: Bridge) -> ChannelServer:
@@ -188,11 +197,11 @@ async def serve_stdio(url: str, token: str) -> None:
     await bridge.client.aclose()
 
 
-def run_channel(url: str, token: str) -> None:
+def run_channel(url: str, token: str, log_level: str = "WARNING") -> None:
     """Entry point of ``switchboard channel``: logs to stderr only, JSON-RPC on stdout."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx2").setLevel(max(logging.WARNING, root.level))
     anyio.run(serve_stdio, url, token)

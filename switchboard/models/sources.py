@@ -37,11 +37,16 @@ class SourceSecret(SQLModel, table=True):
     expires_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
 
 
+MAX_PROCESS_FAILURES = 5
+
+
 class Delivery(SQLModel, table=True):
     """One received HTTP request to a source, stored with its verdict.
 
     States: ``received`` (stored, acked, not processed yet) → ``processed`` | ``quarantined``
-    | ``rejected`` | ``failed``.
+    | ``rejected`` | ``failed``. ``process_failures`` counts processing runs that crashed; at
+    :data:`MAX_PROCESS_FAILURES` the delivery is ``failed`` (``processing_failed``) instead of
+    being swept forever.
     """
 
     __tablename__ = "deliveries"
@@ -65,5 +70,6 @@ class Delivery(SQLModel, table=True):
     error_code: str | None = Field(default=None, max_length=60)
     error_detail: str | None = Field(default=None, max_length=500)
     todo_id: str | None = Field(default=None, max_length=40)
+    process_failures: int = Field(default=0)
     received_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
     processed_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))

@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -134,6 +135,7 @@ class RedisBroker:
         self.streams = streams
         self._pubsub: Any = None
         self._thread: threading.Thread | None = None
+        self._failures = 0
         if streams is not None:
             self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             self._pubsub.subscribe(**{WAKE_CHANNEL: self._on_message})
@@ -141,6 +143,7 @@ class RedisBroker:
                                                       exception_handler=self._on_error)
 
     def _on_message(self, message: dict[str, Any]) -> None:
+        self._failures = 0
         try:
             wake = Wake.from_dict(json.loads(message["data"]))
         except (ValueError, KeyError, TypeError):
@@ -149,9 +152,14 @@ class RedisBroker:
         if self.streams is not None:
             self.streams.deliver(wake)
 
-    @staticmethod
-    def _on_error(exc: BaseException, pubsub: Any, thread: Any) -> None:
-        log.warning("wake listener error (%s); reconnecting", type(exc).__name__)
+    def _on_error(self, exc: BaseException, pubsub: Any, thread: Any) -> None:
+        # redis-py retries at once after this handler: back off here (0.5 s doubling to 30 s)
+        # so a Redis outage costs one log line per attempt, not thousands a second.
+        self._failures += 1
+        delay = min(0.5 * 2 ** (self._failures - 1), 30.0)
+        if self._failures == 1 or self._failures % 10 == 0:
+            log.warning("wake listener lost Redis (%s); retrying in %.1fs", type(exc).__name__, delay)
+        time.sleep(delay)
 
     def publish_wake(self, wake: Wake) -> None:
         """Publish to every ``serve`` process; a Redis error loses only the doorbell."""

@@ -40,7 +40,7 @@ class InlineDispatcher:
         self._queue.put(delivery_id)
 
     def _run(self) -> None:
-        from switchboard.queue.jobs import process_delivery
+        from switchboard.queue.jobs import process_delivery, record_failure
 
         while True:
             delivery_id = self._queue.get()
@@ -48,8 +48,13 @@ class InlineDispatcher:
                 return
             try:
                 process_delivery(self.hub, delivery_id)
-            except Exception:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
-                log.exception("processing failed for delivery %s; it will be retried", delivery_id)
+            except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
+                log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
+                            type(exc).__name__)
+                try:
+                    record_failure(self.hub, delivery_id, exc)
+                except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
+                    log.warning("could not record the failure of delivery %s", delivery_id)
 
     def close(self) -> None:
         """Finish queued work, then stop the thread."""

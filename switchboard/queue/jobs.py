@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from switchboard.errors import MalformedPayload
+from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
 from switchboard.intake.channel_break import breaks_channel, find_break
 from switchboard.models import Delivery, Project, Source
+from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
 from switchboard.sources import adapter_for
@@ -51,7 +52,7 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
         adapter = adapter_for(source.provider)
         try:
             envelope = adapter.parse(delivery.raw_body or b"", delivery.headers or {})
-        except MalformedPayload as exc:
+        except InvalidArgument as exc:  # MalformedPayload, MalformedRequest
             delivery.status, delivery.error_code, delivery.error_detail = "failed", exc.code, exc.message
             return delivery.status
         delivery.event = envelope.kind[:100]
@@ -105,6 +106,24 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     return "processed"
 
 
+def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
+    """Count a crashed processing run; at the limit, mark the delivery ``failed``.
+
+    The error class name is recorded, never its message (it may quote payload text).
+    """
+    with hub.db.write() as session:
+        delivery = session.get(Delivery, delivery_id)
+        if delivery is None or delivery.status != "received":
+            return
+        delivery.process_failures += 1
+        if delivery.process_failures >= MAX_PROCESS_FAILURES:
+            delivery.status, delivery.error_code = "failed", "processing_failed"
+            delivery.error_detail = f"processing crashed {delivery.process_failures} times ({type(exc).__name__})"
+            delivery.processed_at = hub.clock.now()
+            log.error("delivery %s failed processing %d times; marked failed", delivery_id,
+                      delivery.process_failures)
+
+
 def sweep(hub: Hub, older_than_seconds: float) -> int:
     """Re-dispatch deliveries left in ``received`` (e.g. after a crash).
 
@@ -130,4 +149,9 @@ def rq_process_delivery(delivery_id: str) -> str | None:
     """The rq job entry point: process with this worker process's hub (built from the environment)."""
     from switchboard.hub import worker_hub
 
-    return process_delivery(worker_hub(), delivery_id)
+    hub = worker_hub()
+    try:
+        return process_delivery(hub, delivery_id)
+    except Exception as exc:
+        record_failure(hub, delivery_id, exc)
+        raise

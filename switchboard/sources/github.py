@@ -12,19 +12,23 @@ Source: https://docs.github.com/en/webhooks/webhook-events-and-payloads
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
 from switchboard.clock import Clock
-from switchboard.errors import InvalidArgument, MalformedPayload
+from switchboard.errors import InvalidArgument, MalformedPayload, MalformedRequest
 from switchboard.sources import Envelope, Sender
 from switchboard.verifiers import hub_signature
 
 TITLE_MAX_CHARS = 200
 _SPACE = re.compile(r"\s+")
+_SURROGATE = re.compile("[\x00\ud800-\udfff]")
+_EVENT = re.compile(r"[a-z][a-z0-9_]{0,59}")
 
 
 def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
@@ -37,20 +41,64 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            # Two parsers could disagree on which value wins; refuse rather than guess.
+            raise ValueError("duplicate key")
+        out[key] = value
+    return out
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse lone surrogates (``\\ud800``): they cannot be stored or shown as UTF-8."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise MalformedPayload("body contains NUL or a lone UTF-16 surrogate escape")
+        elif isinstance(item, dict):
+            for key, val in item.items():
+                if _SURROGATE.search(key):
+                    raise MalformedPayload("body contains NUL or a lone UTF-16 surrogate escape")
+                stack.append(val)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def load_json_object(data: bytes | str) -> dict[str, Any]:
-    """Parse strict JSON (UTF-8, no NaN/Infinity) that must be an object.
+    """Parse strict JSON that must be an object.
+
+    Strict means: UTF-8 only (no BOM, no UTF-16/32), no ``NaN``/``Infinity`` and no number that
+    overflows a float, no duplicate keys, no lone surrogate escapes (RFC 8259 §8.1, §8.2, §4).
 
     Raises:
         MalformedPayload: with a short reason; never echoes the body.
     """
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            raise MalformedPayload("body starts with a byte order mark")
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedPayload("body is not valid UTF-8") from None
     try:
-        value = json.loads(data, parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise MalformedPayload("body is not valid UTF-8") from None
+        value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float,
+                           object_pairs_hook=_no_duplicate_keys)
     except (ValueError, RecursionError):
-        raise MalformedPayload("body is not valid JSON") from None
+        raise MalformedPayload("body is not valid JSON (RFC 8259, UTF-8, unique keys, finite numbers)") from None
     if not isinstance(value, dict):
         raise MalformedPayload("body must be a JSON object")
+    _check_strings(value)
     return value
 
 
@@ -75,12 +123,15 @@ class GitHubSource:
         hub_signature.verify(body, headers.get("x-hub-signature-256"), secrets)
 
     def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
-        """``<hook id>:<delivery guid>``, or ``None`` when GitHub's delivery header is absent."""
+        """SHA-256 of (hook id, delivery guid): fixed length, no collisions between the two parts.
+
+        ``parse`` has already required ``X-GitHub-Delivery``.
+        """
         delivery = headers.get("x-github-delivery", "").strip()
         if not delivery:
             return None
         hook = headers.get("x-github-hook-id", "").strip()
-        return f"{hook[:100]}:{delivery[:180]}"
+        return "github:" + hashlib.sha256(json.dumps([hook, delivery]).encode("utf-8")).hexdigest()
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
         """Parse a verified delivery into an :class:`Envelope` with its title.
@@ -88,6 +139,12 @@ class GitHubSource:
         Raises:
             MalformedPayload: the body or its ``payload`` field is not a JSON object.
         """
+        event = headers.get("x-github-event", "").strip()
+        if not _EVENT.fullmatch(event):
+            raise MalformedRequest("X-GitHub-Event must be a GitHub event name (lowercase letters, digits, '_')")
+        delivery = headers.get("x-github-delivery", "").strip()
+        if not delivery or len(delivery) > 200:
+            raise MalformedRequest("X-GitHub-Delivery is required (GitHub's delivery GUID, at most 200 characters)")
         content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if content_type == "application/x-www-form-urlencoded":
             try:
@@ -98,12 +155,14 @@ class GitHubSource:
             values = fields.get("payload")
             if not values:
                 raise MalformedPayload("form body has no 'payload' field")
+            if len(values) > 1 or len(fields) > 1:
+                raise MalformedPayload("form body must hold exactly one field, 'payload'")
             payload = load_json_object(values[0])
         else:
             payload = load_json_object(body)
-        event = one_line(headers.get("x-github-event", "") or "unknown", 60)
         action = payload.get("action")
-        action = one_line(action, 60) if isinstance(action, str) and action else None
+        if action is not None and not (isinstance(action, str) and _EVENT.fullmatch(action)):
+            raise MalformedPayload("'action' must be a GitHub action name (lowercase letters, digits, '_')")
         sender = _sender(payload)
         if event == "ping":
             return Envelope(event, None, payload, sender, title=None,
@@ -119,10 +178,14 @@ def _sender(payload: Mapping[str, Any]) -> Sender | None:
     if not isinstance(sender, dict):
         return None
     sid = sender.get("id")
-    if isinstance(sid, bool) or not isinstance(sid, (int, str)) or str(sid).strip() == "":
-        return None
+    if isinstance(sid, bool) or not isinstance(sid, int) or sid <= 0:
+        return None  # GitHub user ids are positive integers; anything else is nobody we know
     login = sender.get("login") if isinstance(sender.get("login"), str) else None
-    return Sender("github", "", str(sid), login, is_bot=sender.get("type") == "Bot")
+    kind = sender.get("type")
+    # Only a "User" is a person; "Bot", "Organization", "Mannequin" are not (a missing type is
+    # treated as a user, as in older payloads).
+    is_bot = kind is not None and kind != "User"
+    return Sender("github", "", str(sid), login, is_bot=is_bot)
 
 
 def _repo(payload: Mapping[str, Any]) -> str:
@@ -142,7 +205,15 @@ def _get(payload: Mapping[str, Any], *path: str) -> Any:
 
 
 def _title(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
-    """One-line titles for the events users act on; ``None`` for feed-only events."""
+    """One-line titles for the events users act on; ``None`` for feed-only events, and for a
+    work event whose main object is missing (the header names an event the body is not)."""
+    main = {"issues": "issue", "issue_comment": "comment", "pull_request": "pull_request",
+            "pull_request_review": "review", "workflow_run": "workflow_run", "check_run": "check_run",
+            "release": "release", "discussion": "discussion"}.get(event)
+    if main is not None and not isinstance(p.get(main), dict):
+        return None
+    if event == "push" and not isinstance(p.get("ref"), str):
+        return None
     repo = _repo(p)
     act = action or "updated"
     if event == "issues":

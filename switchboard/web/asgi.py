@@ -33,7 +33,7 @@ from switchboard.mcp_server.tools import bearer, resolve_caller
 from switchboard.web import agent_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.problems import from_error, problem
-from switchboard.web.receiver import receive
+from switchboard.web.receiver import receive, wrong_method
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,14 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
+    mcp_app = RequireAgent(StreamableHTTPASGIApp(session_manager), hub)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
-        Route("/mcp", RequireAgent(StreamableHTTPASGIApp(session_manager), hub)),
+        Route("/hooks/{source_id}", wrong_method, methods=["GET", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+        Route("/hooks/{source_id}/", wrong_method, methods=["GET", "PUT", "PATCH", "DELETE", "OPTIONS"]),
+        Route("/mcp", mcp_app),
+        Route("/mcp/", mcp_app),
         Route("/api/v1/agent/tools", agent_api.list_tools, methods=["GET"]),
         Route("/api/v1/agent/tools/{name}", agent_api.invoke_tool, methods=["POST"]),
         Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),

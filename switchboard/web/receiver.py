@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from switchboard import directory
 from switchboard.errors import (
     MalformedPayload,
+    MalformedRequest,
     NotFound,
     PayloadTooLarge,
     SourceUnconfigured,
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _SOURCE_ID = re.compile(r"src_[a-z2-7]{10,60}")
 _REDACT = ("signature", "authorization", "token", "secret", "cookie", "api-key", "apikey")
+# Headers that verification, dedup or routing read: sent twice, two parsers (a proxy and us)
+# could pick different ones, so a repeat is refused (400) rather than guessed.
+_SINGLE = re.compile(r"signature|token|authorization|timestamp|delivery|hook-id|event|webhook-id|svix-id|"
+                     r"idempotency|content-type|content-length")
 
 
 def redacted_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -89,7 +94,12 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     body = await _read_body(request, hub.settings.max_body_bytes)
     if not secrets:
         raise SourceUnconfigured()
-    headers = {k.lower(): v for k, v in request.headers.items()}
+    headers: dict[str, str] = {}
+    for raw_name, value in request.headers.items():
+        name = raw_name.lower()
+        if name in headers and _SINGLE.search(name):
+            raise MalformedRequest(f"header {name} is sent more than once")
+        headers[name] = value
     adapter = adapter_for(source.provider)
     try:
         adapter.verify(body, headers, secrets, hub.clock)
@@ -147,6 +157,6 @@ def _store(hub: Hub, delivery: Delivery) -> str | None:
     return None
 
 
-def route_not_found(*_: Any) -> Response:
-    """404 problem for unknown paths."""
-    return problem(404, "not_found", "no such resource")
+async def wrong_method(request: Request) -> Response:
+    """405 problem for anything but POST on a hook URL."""
+    return problem(405, "method_not_allowed", "webhook URLs accept POST only", headers={"Allow": "POST"})

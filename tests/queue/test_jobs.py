@@ -18,7 +18,8 @@ ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
 
 def _store(hub: Hub, world: World, payload: dict, age_seconds: float = 0) -> str:
     delivery = Delivery(source_id=world.source_id, project_id=world.project_id, dedup_key=None,
-                        headers={"x-github-event": "issues", "content-type": "application/json"},
+                        headers={"x-github-event": "issues", "content-type": "application/json",
+                                 "x-github-delivery": "d-1"},
                         raw_body=json.dumps(payload).encode(), received_at=utcnow() - timedelta(seconds=age_seconds))
     with hub.db.write() as s:
         s.add(delivery)
@@ -99,3 +100,23 @@ def test_sweeper_processes_deliveries_left_received_after_a_crash(world: World) 
         with live_hub.db.read() as s:
             assert s.get(Delivery, stuck).todo_id is not None
         assert _count(live_hub, Todo) == 1
+
+
+def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World) -> None:
+    from switchboard.models.sources import MAX_PROCESS_FAILURES
+    from switchboard.queue.jobs import record_failure
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        delivery_id = _store(hub, world, ISSUE)
+        for _ in range(MAX_PROCESS_FAILURES - 1):
+            record_failure(hub, delivery_id, UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates"))
+        with hub.db.read() as s:
+            assert s.get(Delivery, delivery_id).status == "received"
+        record_failure(hub, delivery_id, UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates"))
+        with hub.db.read() as s:
+            d = s.get(Delivery, delivery_id)
+            assert d.status == "failed" and d.error_code == "processing_failed"
+            assert "UnicodeEncodeError" in d.error_detail
+    finally:
+        hub.close()

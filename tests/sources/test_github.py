@@ -18,7 +18,7 @@ WORK_TITLES = {
 
 
 def _headers(event: str, content_type: str = "application/json") -> dict[str, str]:
-    return {"x-github-event": event, "content-type": content_type}
+    return {"x-github-event": event, "content-type": content_type, "x-github-delivery": "d-1"}
 
 
 def test_issue_title_and_sender() -> None:
@@ -76,7 +76,10 @@ def test_unparseable_bodies_raise_malformed_payload(body: bytes, content_type: s
 
 
 def test_dedup_key_combines_hook_and_delivery() -> None:
-    assert ADAPTER.dedup_key({"x-github-hook-id": "7", "x-github-delivery": "abc"}, b"") == "7:abc"
+    one = ADAPTER.dedup_key({"x-github-hook-id": "5:x", "x-github-delivery": "y"}, b"")
+    two = ADAPTER.dedup_key({"x-github-hook-id": "5", "x-github-delivery": "x:y"}, b"")
+    assert one and two and one != two and len(one) == len(two) == 71
+    assert ADAPTER.dedup_key({"x-github-hook-id": "5", "x-github-delivery": "x:y"}, b"") == two
     assert ADAPTER.dedup_key({}, b"") is None
 
 
@@ -84,3 +87,51 @@ def test_multiline_title_is_one_line(tmp_path: Path) -> None:
     payload = {"action": "opened", "issue": {"number": 9, "title": "a\nb\r\n  c"}, "repository": {"full_name": "o/r"}}
     env = ADAPTER.parse(json.dumps(payload).encode(), _headers("issues"))
     assert env.title == "Issue #9 opened in o/r: a b c"
+
+
+@pytest.mark.parametrize("headers", [
+    {"x-github-event": "</channel>", "x-github-delivery": "d"},
+    {"x-github-event": "Issues", "x-github-delivery": "d"},
+    {"x-github-event": "", "x-github-delivery": "d"},
+    {"x-github-event": "issues"},
+    {"x-github-event": "issues", "x-github-delivery": "d" * 201},
+])
+def test_event_and_delivery_headers_are_required_and_plain(headers: dict[str, str]) -> None:
+    from switchboard.errors import MalformedRequest
+
+    with pytest.raises(MalformedRequest):
+        ADAPTER.parse(b'{"action":"opened"}', headers)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"n": 1e999}', b'{"a": "\\ud800x"}', b'{"a": "x\\u0000"}', b'{"a": 1, "a": 2}', b"\xef\xbb\xbf{}",
+    '{"a": 1}'.encode("utf-16"), b'{"action": "open\\udfffed"}', b'{"action": "</channel>"}',
+])
+def test_json_that_cannot_be_stored_or_shown_is_malformed(body: bytes) -> None:
+    with pytest.raises(MalformedPayload):
+        ADAPTER.parse(body, _headers("issues"))
+
+
+def test_two_payload_fields_are_malformed() -> None:
+    with pytest.raises(MalformedPayload):
+        ADAPTER.parse(b"payload=%7B%7D&payload=%7B%7D", _headers("ping", "application/x-www-form-urlencoded"))
+    with pytest.raises(MalformedPayload):
+        ADAPTER.parse(b"payload=%7B%7D&note=x", _headers("ping", "application/x-www-form-urlencoded"))
+
+
+@pytest.mark.parametrize("sender,bot", [({"id": 1, "type": "Organization"}, True), ({"id": 1, "type": "bot"}, True),
+                                        ({"id": 1, "type": "User"}, False), ({"id": 1}, False)])
+def test_only_users_are_people(sender: dict, bot: bool) -> None:
+    env = ADAPTER.parse(json.dumps({"sender": sender}).encode(), _headers("star"))
+    assert env.sender is not None and env.sender.is_bot is bot
+
+
+@pytest.mark.parametrize("sid", ["21031067", 1.5, True, None, 0, -3, [1]])
+def test_sender_ids_must_be_positive_integers(sid: object) -> None:
+    env = ADAPTER.parse(json.dumps({"sender": {"id": sid}}).encode(), _headers("star"))
+    assert env.sender is None
+
+
+def test_event_header_naming_a_missing_object_gives_no_title() -> None:
+    env = ADAPTER.parse(b'{"action": "opened", "issue": {"number": 1, "title": "t"}}', _headers("discussion"))
+    assert env.title is None and env.summary

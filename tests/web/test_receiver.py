@@ -89,10 +89,36 @@ def test_unknown_source_is_404(live: LiveApp) -> None:
         assert resp.status_code == 404 and resp.json()["code"] == "not_found"
 
 
-def test_get_on_a_hook_is_a_problem_not_a_crash(live: LiveApp) -> None:
-    resp = httpx2.get(f"{live.url}/hooks/{live.world.source_id}")
-    assert resp.status_code in (404, 405)
-    assert resp.headers["content-type"].startswith("application/problem+json")
+def test_other_methods_on_a_hook_are_405(live: LiveApp) -> None:
+    for method in ("GET", "PUT", "DELETE"):
+        resp = httpx2.request(method, f"{live.url}/hooks/{live.world.source_id}")
+        assert resp.status_code == 405 and resp.headers["allow"] == "POST"
+        assert resp.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_repeated_signature_header_is_400(live: LiveApp) -> None:
+    good = github_headers(ISSUE, live.world.secret)
+    raw = [(k, v) for k, v in good.items()] + [("X-Hub-Signature-256", "sha256=" + "0" * 64)]
+    resp = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=ISSUE, headers=raw)
+    assert resp.status_code == 400 and resp.json()["code"] == "malformed_request"
+    assert _count(live, Delivery) == 0
+
+
+def test_non_finite_numbers_and_surrogates_are_refused_at_the_door(live: LiveApp) -> None:
+    for body in (b'{"action":"opened","n":1e999}', b'{"action":"opened","t":"\\ud800x"}'):
+        resp = live.post_hook(body, github_headers(body, live.world.secret))
+        assert resp.status_code == 400 and resp.json()["code"] == "malformed_payload", body
+    with live.hub.db.read() as s:
+        assert {d.status for d in s.execute(select(Delivery)).scalars()} == {"failed"}
+
+
+def test_missing_event_or_delivery_header_is_400_after_verification(live: LiveApp) -> None:
+    for drop in ("X-GitHub-Event", "X-GitHub-Delivery"):
+        headers = github_headers(ISSUE, live.world.secret)
+        del headers[drop]
+        resp = live.post_hook(ISSUE, headers)
+        assert resp.status_code == 400 and resp.json()["code"] == "malformed_request"
+    assert _count(live, Delivery) == 0
 
 
 def test_source_without_secret_refuses_everything_with_503(live: LiveApp) -> None:
