@@ -387,10 +387,11 @@ def serve(host: str | None, port: int | None) -> None:
 
     with clear_errors():
         with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
             try:
                 probe.bind((settings.host, settings.port))
             except OSError as exc:
-                raise SwitchboardError(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}") from None
+                raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"]) from None
         app = create_app(settings)
         if settings.redis_url:
             import redis

@@ -59,7 +59,14 @@ class Hub:
 
             from switchboard.queue.jobs import sweep
 
-            next_sweep = 0.0
+            # At start, anything still 'received' may be left over from a crash: take it now.
+            # (Another live server's fresh deliveries may be dispatched twice; processing only
+            # takes a delivery that is still 'received', so that costs nothing.)
+            try:
+                sweep(self, 0)
+            except Exception:  # noqa: BLE001
+                log.exception("start-up sweep failed")
+            next_sweep = time.monotonic() + self.settings.sweep_interval_seconds
             while True:
                 now = time.monotonic()
                 try:
