@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+from contextlib import contextmanager
 import pwd
 import shlex
 import shutil
@@ -269,17 +270,12 @@ def fresh_postgres_database(postgres_url: str) -> str:
     return urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """Provide a PostgreSQL server for the session, as a SQLAlchemy URL.
+@contextmanager
+def running_postgres() -> Iterator[str]:
+    """Start a throwaway PostgreSQL server (see :func:`postgres_url`); yield its URL.
 
-    Uses ``SWITCHBOARD_TEST_DATABASE_URL`` when set. Otherwise initialises a
-    cluster in a temporary directory (as the ``postgres`` user when run as
-    root), starts it on a free 127.0.0.1 port with trust auth and fsync off,
-    creates ``switchboard_test``, and stops and deletes it at teardown.
-
-    Yields:
-        ``postgresql+psycopg://postgres@127.0.0.1:<port>/switchboard_test``.
+    Raises:
+        RuntimeError: the server would not start. Skips/fails (pytest) when binaries are missing.
     """
     if url := os.environ.get(DATABASE_URL_ENV):
         yield url
@@ -314,6 +310,22 @@ def postgres_url() -> Iterator[str]:
         if started:
             _stop_postgres(bindir, root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """Provide a PostgreSQL server for the session, as a SQLAlchemy URL.
+
+    Uses ``SWITCHBOARD_TEST_DATABASE_URL`` when set. Otherwise initialises a
+    cluster in a temporary directory (as the ``postgres`` user when run as
+    root), starts it on a free 127.0.0.1 port with trust auth and fsync off,
+    creates ``switchboard_test``, and stops and deletes it at teardown.
+
+    Yields:
+        ``postgresql+psycopg://postgres@127.0.0.1:<port>/switchboard_test``.
+    """
+    with running_postgres() as url:
+        yield url
 
 
 # --- Redis ------------------------------------------------------------------

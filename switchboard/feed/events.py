@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlmodel import Session
 
 from switchboard.clock import Clock
@@ -53,3 +53,20 @@ def append(
     session.add(event)
     session.flush()
     return event
+
+
+def record(session: Session, clock: Clock, project_id: str, kind: str, title: str,
+           subject_id: str | None = None, data: dict[str, Any] | None = None) -> None:
+    """Append one event with a single INSERT (no origin key, nothing returned): the hot path
+    for ``todo.claimed`` and ``todo.completed``.
+
+    Raises:
+        ValueError: unknown kind (a programming error).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown feed event kind {kind!r}")
+    session.execute(insert(FEED).values(project_id=project_id, kind=kind, title=title, subject_id=subject_id,
+                                        data=data, created_at=clock.now()))
+
+
+FEED = FeedEvent.__table__  # type: ignore[attr-defined]

@@ -26,7 +26,9 @@ class Todo(SQLModel, table=True):
 
     __tablename__ = "todos"
     __table_args__ = (
-        sa.Index("ix_todos_claim_next", "project_id", "queue", "state", "priority", "created_at"),
+        # Claim-next reads these in order: priority first (highest), then oldest, then id.
+        sa.Index("ix_todos_claim_queue", "project_id", "queue", "state", sa.text("priority DESC"), "created_at", "id"),
+        sa.Index("ix_todos_claim_any", "project_id", "state", sa.text("priority DESC"), "created_at", "id"),
         sa.Index("ix_todos_lease", "state", "lease_expires_at"),
         sa.Index("ix_todos_retry", "state", "next_retry_at"),
         sa.Index("ix_todos_ring", "state", "rung_at"),

@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo
+from switchboard.models.base import new_id
 from switchboard.queue.todos import claim_view, iso, readable, require_work, resolve_projects, row
 
+TODOS = Todo.__table__  # type: ignore[attr-defined]
+ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]
 DEFAULT_LEASE_SECONDS = 300
 MAX_LEASE_SECONDS = 86_400
 BACKOFF_BASE_SECONDS = 30
@@ -99,28 +103,27 @@ def claim(
             return {"empty": True}
     token = secrets.token_urlsafe(24)
     expires = now + timedelta(seconds=lease_seconds)
-    result = session.execute(
-        update(Todo)
-        .where(Todo.id == candidate, Todo.state == "pending")
-        .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
+    # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
+    claimed = session.execute(
+        update(TODOS)
+        .where(TODOS.c.id == candidate, TODOS.c.state == "pending")
+        .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent_id))
         .values(state="claimed", claimed_by=agent_id, lease_token=token, lease_expires_at=expires,
-                attempt_count=Todo.attempt_count + 1, updated_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+                attempt_count=TODOS.c.attempt_count + 1, updated_at=now)
+        .returning(*TODOS.c)
+    ).mappings().first()
+    if claimed is None:
         if todo_id is None:
             return {"empty": True}
         raise Conflict("the todo is not pending")
-    todo = session.get(Todo, candidate)
-    assert todo is not None
-    session.refresh(todo)
-    attempt = Attempt(todo_id=todo.id, number=todo.attempt_count, agent_id=agent_id, claimed_at=now,
-                      lease_expires_at=expires)
-    session.add(attempt)
-    feed.append(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
-                data={"agent_id": agent_id, "attempt": attempt.number})
-    session.flush()
-    return claim_view(session, todo)
+    todo = SimpleNamespace(**claimed)
+    number = todo.attempt_count
+    session.execute(insert(ATTEMPTS).values(id=new_id("att"), todo_id=todo.id, number=number, agent_id=agent_id,
+                                            claimed_at=now, lease_expires_at=expires))
+    feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
+                data={"agent_id": agent_id, "attempt": number})
+    return {"todo": row(todo, with_payload=True), "lease_token": token, "lease_expires_at": iso(expires),  # type: ignore[arg-type]
+            "attempt": number}
 
 
 def _lease_live(todo: Todo, now: datetime) -> bool:
@@ -178,19 +181,36 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
              result: Any = None, lease_token: str | None = None) -> dict[str, Any]:
     """Mark a held todo ``done`` (attempt outcome ``completed``).
 
+    The common case is one conditional ``UPDATE ... RETURNING``; only when it matches nothing
+    is the todo read to say why.
+
     Raises:
+        NotFound: unknown or unreadable todo. Forbidden: read-only grant.
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
     now = clock.now()
     stored = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
-    _transition(session, todo, state="done", result=stored, lease_token=None, lease_expires_at=None,
-                claimed_by=None, updated_at=now)
-    attempt.ended_at, attempt.outcome = now, "completed"
-    feed.append(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo.id,
-                data={"agent_id": agent_id, "attempt": attempt.number})
-    session.flush()
-    return row(todo)
+    work = [pid for pid, role in grants.items() if role == "work"]
+    query = (
+        update(TODOS)
+        .where(TODOS.c.id == todo_id, TODOS.c.state == "claimed", TODOS.c.claimed_by == agent_id,
+               TODOS.c.lease_expires_at > now, TODOS.c.project_id.in_(work))
+        .values(state="done", result=stored, lease_token=None, lease_expires_at=None, claimed_by=None,
+                updated_at=now)
+        .returning(*TODOS.c)
+    )
+    if lease_token is not None:
+        query = query.where(TODOS.c.lease_token == str(lease_token))
+    done = session.execute(query).mappings().first()
+    if done is None:
+        _held(session, clock, agent_id, grants, todo_id, lease_token)  # raises the precise error
+        raise Conflict("the todo changed meanwhile; read it again")
+    todo = SimpleNamespace(**done)
+    session.execute(update(ATTEMPTS).where(ATTEMPTS.c.todo_id == todo_id, ATTEMPTS.c.number == todo.attempt_count)
+                    .values(ended_at=now, outcome="completed"))
+    feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
+                data={"agent_id": agent_id, "attempt": todo.attempt_count})
+    return row(todo)  # type: ignore[arg-type]
 
 
 def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,

@@ -1,0 +1,186 @@
+"""Queue benchmark (issue 5, DESIGN.md §8): claim+complete throughput with 8 claimer processes,
+and claim latency with 1k, 100k and 1M todos in the table, on SQLite and on PostgreSQL.
+
+Usage::
+
+    python bench/queue.py [--claimers 8] [--todos 4000] [--sizes 1000,100000,1000000]
+                          [--postgres-url URL | --no-postgres]
+
+PostgreSQL: ``--postgres-url`` (or ``SWITCHBOARD_TEST_DATABASE_URL``), else a throwaway server
+is started from the machine's binaries, as the tests do. Prints medians and ratios measured in
+the same run; machines are shared and noisy, so compare ratios, not absolute figures.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named queue.py: take its folder off the path so `import queue` finds the stdlib.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+from contextlib import ExitStack
+
+from sqlalchemy import insert  # noqa: E402
+
+from switchboard import directory  # noqa: E402
+from switchboard.clock import utcnow  # noqa: E402
+from switchboard.config import Settings  # noqa: E402
+from switchboard.db import upgrade  # noqa: E402
+from switchboard.hub import Hub  # noqa: E402
+from switchboard.models import Todo  # noqa: E402
+from switchboard.models.base import new_id  # noqa: E402
+from switchboard.queue import leases  # noqa: E402
+
+
+def setup(settings: Settings, claimers: int) -> str:
+    """Migrate, create alice, project acme and agents w0..wN with work; return the project id."""
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            directory.add_human(s, "alice")
+            project = directory.add_project(s, "acme")
+            for i in range(claimers):
+                directory.add_agent(s, f"w{i}", "alice")
+                directory.grant(s, f"w{i}", "acme", "work")
+            return project.id
+    finally:
+        hub.close()
+
+
+def fill(settings: Settings, project_id: str, n: int, state: str = "pending") -> None:
+    """Bulk-insert ``n`` todos in ``state`` (batches of 10,000)."""
+    hub = Hub(settings, role="cli")
+    try:
+        for start in range(0, n, 10_000):
+            now = utcnow()
+            rows = [{"id": new_id("td"), "project_id": project_id, "queue": "load", "state": state, "kind": "load",
+                     "title": "load", "priority": 0, "attempt_count": 0, "failure_count": 0, "max_attempts": 5,
+                     "ring_count": 1, "created_at": now, "updated_at": now}
+                    for _ in range(min(10_000, n - start))]
+            with hub.db.write() as s:
+                s.execute(insert(Todo), rows)
+    finally:
+        hub.close()
+
+
+def _claimer(settings: Settings, name: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    hub = Hub(settings, role="cli")
+    n = 0
+    with hub.db.read() as s:
+        agent_id = directory.agent_by_name(s, name).id
+        grants = directory.grants_of(s, agent_id)
+    start.wait()
+    while True:
+        with hub.db.write() as s:
+            claim = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="load",
+                                 is_postgres=not hub.db.is_sqlite)
+        if claim.get("empty"):
+            break
+        with hub.db.write() as s:
+            leases.complete(s, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"],
+                            lease_token=claim["lease_token"])
+        n += 1
+    out.put(n)
+    hub.close()
+
+
+def throughput(settings: Settings, claimers: int, todos: int) -> float:
+    """claim+complete per second with ``claimers`` processes draining ``todos``."""
+    project_id = setup(settings, claimers)
+    fill(settings, project_id, todos)
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(settings, f"w{i}", start, out)) for i in range(claimers)]
+    for p in procs:
+        p.start()
+    time.sleep(2.0)  # let every process import and connect before the clock starts
+    began = time.perf_counter()
+    start.set()
+    done = sum(out.get(timeout=600) for _ in procs)
+    elapsed = time.perf_counter() - began
+    for p in procs:
+        p.join()
+    assert done == todos, (done, todos)
+    return done / elapsed
+
+
+def claim_latency(settings: Settings, project_id: str, samples: int = 300) -> tuple[float, float]:
+    """Median and p99 milliseconds of one claim (next in queue), each followed by a complete."""
+    hub = Hub(settings, role="cli")
+    times = []
+    try:
+        with hub.db.read() as s:
+            agent_id = directory.agent_by_name(s, "w0").id
+            grants = directory.grants_of(s, agent_id)
+        for _ in range(samples):
+            t0 = time.perf_counter()
+            with hub.db.write() as s:
+                claim = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="load",
+                                     is_postgres=not hub.db.is_sqlite)
+            times.append((time.perf_counter() - t0) * 1000)
+            with hub.db.write() as s:
+                leases.complete(s, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"])
+    finally:
+        hub.close()
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--claimers", type=int, default=8)
+    parser.add_argument("--todos", type=int, default=4000)
+    parser.add_argument("--sizes", default="1000,100000,1000000")
+    parser.add_argument("--postgres-url", default=None)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+
+    with ExitStack() as stack:
+        backends: list[tuple[str, object]] = [("sqlite", None)]
+        if not args.no_postgres:
+            url = args.postgres_url
+            if url is None:
+                from tests.services import fresh_postgres_database, running_postgres
+
+                server = stack.enter_context(running_postgres())
+                url = server
+                backends.append(("postgresql", lambda: fresh_postgres_database(server)))
+            else:
+                backends.append(("postgresql", lambda: url))
+
+        def settings_for(name: str, make: object) -> Settings:
+            home = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            if name == "sqlite":
+                return Settings(home=home)
+            return Settings(home=home, database_url=make())  # type: ignore[operator]
+
+        print(f"claim+complete throughput, {args.claimers} claimer processes, {args.todos} todos")
+        for name, make in backends:
+            rate = throughput(settings_for(name, make), args.claimers, args.todos)
+            print(f"  {name:<10} {rate:8.0f} claim+complete/s   (goal >= 1000/s)")
+
+        print("claim latency (next in queue) by todos in the table (90% done, 10% pending)")
+        for name, make in backends:
+            base = None
+            for size in sizes:
+                settings = settings_for(name, make)
+                project_id = setup(settings, 1)
+                fill(settings, project_id, size - size // 10, state="done")
+                fill(settings, project_id, max(size // 10, 400))
+                median, p99 = claim_latency(settings, project_id)
+                base = base or median
+                print(f"  {name:<10} {size:>9,} todos: median {median:6.2f} ms  p99 {p99:6.2f} ms  "
+                      f"ratio to {sizes[0]:,}: {median / base:4.2f}")
+
+
+if __name__ == "__main__":
+    main()
