@@ -190,6 +190,59 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str)
     return {"id": src.id, "url": url, "secret": value, "provider": provider, "queue": queue}, text
 
 
+@source.command("list")
+@admin
+def source_list() -> tuple[dict[str, Any], str]:
+    """List sources with their project, provider, queue and webhook URL."""
+    from sqlalchemy import select
+
+    from switchboard.models import Project, Source
+
+    hub = _hub_cli()
+    with hub.db.read() as s:
+        rows = s.execute(select(Source, Project.name).join(Project, Project.id == Source.project_id)
+                         .order_by(Source.created_at)).all()
+    data = [{"id": src.id, "project": name, "provider": src.provider, "queue": src.queue, "enabled": src.enabled,
+             "url": f"{hub.settings.public_url}/hooks/{src.id}"} for src, name in rows]
+    text = "\n".join(f"{d['id']} {d['provider']} -> {d['project']}/{d['queue']}  {d['url']}" for d in data)
+    return {"sources": data}, text or "no sources"
+
+
+@main.group()
+def delivery() -> None:
+    """Deliveries: what each source received, and the verdict."""
+
+
+@delivery.command("list")
+@click.option("--status", type=click.Choice(["received", "processed", "quarantined", "rejected", "failed"]),
+              default=None)
+@click.option("--source", "source_id", default=None)
+@click.option("--limit", default=50, type=click.IntRange(1, 1000), show_default=True)
+@admin
+def delivery_list(status: str | None, source_id: str | None, limit: int) -> tuple[dict[str, Any], str]:
+    """List deliveries, newest first (no bodies)."""
+    from sqlalchemy import select
+
+    from switchboard.models import Delivery
+
+    hub = _hub_cli()
+    query = select(Delivery).order_by(Delivery.received_at.desc()).limit(limit)  # type: ignore[attr-defined]
+    if status:
+        query = query.where(Delivery.status == status)
+    if source_id:
+        query = query.where(Delivery.source_id == source_id)
+    with hub.db.read() as s:
+        rows = s.execute(query).scalars().all()
+    data = [{"id": d.id, "source_id": d.source_id, "status": d.status, "event": d.event,
+             "received_at": d.received_at.isoformat(), "todo_id": d.todo_id,
+             "reason": d.quarantine_reason or d.error_code, "detail": d.error_detail} for d in rows]
+    text = "\n".join(f"{d['id']} {d['received_at'][:19]} {d['status']:<11} {d['event'] or '-'}"
+                     + (f" -> {d['todo_id']}" if d["todo_id"] else "")
+                     + (f" ({d['reason']}{': ' + d['detail'] if d['detail'] else ''})" if d["reason"] else "")
+                     for d in data)
+    return {"deliveries": data}, text or "no deliveries"
+
+
 @main.group()
 def agent() -> None:
     """Agents: AI workers owned by a human."""
@@ -204,6 +257,27 @@ def agent_add(name: str, human_name: str) -> tuple[dict[str, Any], str]:
     with _hub_cli().db.write() as s:
         a = directory.add_agent(s, name, human_name)
         return {"id": a.id, "name": a.name, "human": human_name}, f"agent {a.name} ({a.id})"
+
+
+@agent.command("list")
+@admin
+def agent_list() -> tuple[dict[str, Any], str]:
+    """List agents with their human and grants."""
+    from sqlalchemy import select
+
+    from switchboard.models import Agent, Grant, Human, Project
+
+    hub = _hub_cli()
+    with hub.db.read() as s:
+        agents = s.execute(select(Agent, Human.name).join(Human, Human.id == Agent.human_id)
+                           .order_by(Agent.name)).all()
+        grants = s.execute(select(Grant.agent_id, Project.name, Grant.role)
+                           .join(Project, Project.id == Grant.project_id)).all()
+    data = [{"id": a.id, "name": a.name, "human": human,
+             "grants": [{"project": p, "role": r} for aid, p, r in grants if aid == a.id]} for a, human in agents]
+    text = "\n".join(f"{d['name']} ({d['human']}): " + (", ".join(f"{g['project']}={g['role']}" for g in d["grants"])
+                                                          or "no grants") for d in data)
+    return {"agents": data}, text or "no agents"
 
 
 @main.group()

@@ -120,7 +120,8 @@ def _translate_driver_errors() -> Iterator[None]:
     try:
         yield
     except (OperationalError, InterfaceError) as exc:
-        raise DependencyUnavailable("the database is unavailable") from exc
+        reason = str(exc.orig).strip().splitlines()[0][:200] if exc.orig is not None else type(exc).__name__
+        raise DependencyUnavailable(f"the database failed: {reason}") from exc
 
 
 def migrations_dir() -> Path:
