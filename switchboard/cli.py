@@ -132,6 +132,16 @@ def human_add(name: str) -> tuple[dict[str, Any], str]:
         return {"id": h.id, "name": h.name}, f"human {h.name} ({h.id})"
 
 
+@human.command("token")
+@click.argument("name")
+@admin
+def human_token(name: str) -> tuple[dict[str, Any], str]:
+    """Vend an API token for the human NAME (for /api/v1/human; shown once)."""
+    with _hub_cli().db.write() as s:
+        value = directory.vend_human_token(s, name)
+    return {"human": name, "token": value}, value
+
+
 @main.group()
 def identity() -> None:
     """Identities: a human's accounts on providers, by stable id."""
@@ -160,12 +170,26 @@ def project() -> None:
 
 @project.command("add")
 @click.argument("name")
+@click.option("--owner", "owners", multiple=True, help="A human who owns it (repeatable).")
 @admin
-def project_add(name: str) -> tuple[dict[str, Any], str]:
+def project_add(name: str, owners: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     """Add a project called NAME."""
     with _hub_cli().db.write() as s:
         p = directory.add_project(s, name)
-        return {"id": p.id, "name": p.name}, f"project {p.name} ({p.id})"
+        for owner in owners:
+            directory.add_owner(s, name, owner)
+        return {"id": p.id, "name": p.name, "owners": list(owners)}, f"project {p.name} ({p.id})"
+
+
+@project.command("owner")
+@click.argument("project_name")
+@click.argument("human_name")
+@admin
+def project_owner(project_name: str, human_name: str) -> tuple[dict[str, Any], str]:
+    """Make HUMAN_NAME an owner of PROJECT_NAME."""
+    with _hub_cli().db.write() as s:
+        directory.add_owner(s, project_name, human_name)
+    return {"project": project_name, "owner": human_name}, f"{human_name} owns {project_name}"
 
 
 @main.group()

@@ -17,7 +17,18 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from switchboard.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
-from switchboard.models import Agent, Grant, Human, Identity, Project, Source, SourceSecret, Token
+from switchboard.models import (
+    Agent,
+    Grant,
+    Human,
+    HumanToken,
+    Identity,
+    Project,
+    ProjectOwner,
+    Source,
+    SourceSecret,
+    Token,
+)
 from switchboard.sources import PROVIDERS, adapter_for
 
 ROLES = ("read", "work")
@@ -223,3 +234,59 @@ def source_secrets(session: Session, source_id: str, now: object) -> list[str]:
     """The source's secrets that are valid at ``now`` (unexpired)."""
     rows = session.execute(select(SourceSecret).where(SourceSecret.source_id == source_id)).scalars().all()
     return [r.secret for r in rows if r.expires_at is None or r.expires_at > now]  # type: ignore[operator]
+
+
+HUMAN_TOKEN_PREFIX = "sbh_"
+
+
+def vend_human_token(session: Session, human_name: str) -> str:
+    """Vend an API token ``sbh_`` + 32 random bytes for a human (shown once, stored as SHA-256).
+
+    Raises:
+        NotFound: no such human.
+    """
+    human = human_by_name(session, human_name)
+    token = HUMAN_TOKEN_PREFIX + pysecrets.token_urlsafe(32)
+    session.add(HumanToken(human_id=human.id, token_sha256=token_digest(token)))
+    session.flush()
+    return token
+
+
+def authenticate_human(session: Session, token: str | None) -> Human:
+    """Resolve a human API token to its human.
+
+    Raises:
+        Unauthenticated: missing, malformed, unknown or revoked token (one message for all).
+    """
+    if not token or not token.startswith(HUMAN_TOKEN_PREFIX) or len(token) > 200:
+        raise Unauthenticated("a valid human token is required")
+    human = session.execute(
+        select(Human).join(HumanToken, HumanToken.human_id == Human.id).where(
+            HumanToken.token_sha256 == token_digest(token), HumanToken.revoked_at.is_(None)  # type: ignore[union-attr]
+        )
+    ).scalars().first()
+    if human is None:
+        raise Unauthenticated("a valid human token is required")
+    return human
+
+
+def add_owner(session: Session, project_name: str, human_name: str) -> ProjectOwner:
+    """Make a human an owner of a project (idempotent).
+
+    Raises:
+        NotFound: no such project or human.
+    """
+    project = project_by_name(session, project_name)
+    human = human_by_name(session, human_name)
+    row = session.execute(select(ProjectOwner).where(
+        ProjectOwner.project_id == project.id, ProjectOwner.human_id == human.id)).scalars().first()
+    if row is None:
+        row = ProjectOwner(project_id=project.id, human_id=human.id)
+        session.add(row)
+        session.flush()
+    return row
+
+
+def owned_projects(session: Session, human_id: str) -> list[str]:
+    """Ids of the projects a human owns."""
+    return list(session.execute(select(ProjectOwner.project_id).where(ProjectOwner.human_id == human_id)).scalars())

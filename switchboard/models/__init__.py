@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from sqlmodel import SQLModel
 
-from switchboard.models.principals import Agent, Grant, Human, Identity, Project, Token
+from switchboard.models.principals import (
+    Agent,
+    Grant,
+    Human,
+    HumanToken,
+    Identity,
+    Project,
+    ProjectOwner,
+    Token,
+)
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -17,8 +26,10 @@ __all__ = [
     "FeedEvent",
     "Grant",
     "Human",
+    "HumanToken",
     "Identity",
     "Project",
+    "ProjectOwner",
     "Source",
     "SourceSecret",
     "Todo",

@@ -80,3 +80,27 @@ class Grant(SQLModel, table=True):
     project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
     role: str = Field(max_length=10)
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+
+
+class HumanToken(SQLModel, table=True):
+    """A human's API token (``sbh_`` + 32 random bytes), stored as its SHA-256 hex digest only."""
+
+    __tablename__ = "human_tokens"
+
+    id: str = Field(default_factory=lambda: new_id("htk"), primary_key=True, max_length=40)
+    human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
+    token_sha256: str = Field(sa_column=sa.Column(sa.String(64), nullable=False, unique=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    revoked_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+
+
+class ProjectOwner(SQLModel, table=True):
+    """A human who owns a project: sees its quarantine and decides for it (DESIGN.md §1)."""
+
+    __tablename__ = "project_owners"
+    __table_args__ = (sa.UniqueConstraint("project_id", "human_id", name="uq_project_owner"),)
+
+    id: str = Field(default_factory=lambda: new_id("own"), primary_key=True, max_length=40)
+    project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
+    human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())

@@ -35,9 +35,11 @@ def create_flask_app(hub: Hub) -> Flask:
         return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
                         "jobs": "rq" if hub.settings.redis_url else "inline"})
 
+    from switchboard.web.rest_human import bp as rest_human
     from switchboard.web.rest_todos import bp as rest_todos
 
     app.register_blueprint(rest_todos)
+    app.register_blueprint(rest_human)
 
     @app.errorhandler(SwitchboardError)
     def on_error(exc: SwitchboardError) -> Any:

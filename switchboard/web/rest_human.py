@@ -1,0 +1,131 @@
+"""REST for humans: the todo operations people do (DESIGN.md §6.2), for projects they own.
+
+``Authorization: Bearer <human token>`` (``switchboard human token NAME``); a todo in a project
+the human does not own is the same ``not_found`` as an unknown one.
+
+| route | what |
+|---|---|
+| ``GET /api/v1/human/todos?project=&state=&dead_letters=1&limit=`` | todos of owned projects |
+| ``POST /api/v1/human/todos`` (``project``, ``title``, ``queue?``, ``assign?``, ``priority?``) | add a todo |
+| ``POST /api/v1/human/todos/<id>/retry`` | dead letter back to pending, fresh attempt budget |
+| ``POST /api/v1/human/todos/<id>/cancel`` | withdraw a todo |
+| ``POST /api/v1/human/todos/<id>/assign`` (``agent``) | assign a pending todo to an agent |
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flask import Blueprint, current_app, jsonify, request
+from sqlalchemy import select
+
+from switchboard import directory
+from switchboard.errors import InvalidArgument, NotFound
+from switchboard.intake.channel_break import breaks_channel
+from switchboard.mcp_server.tools import bearer
+from switchboard.models import Project, Todo
+from switchboard.queue import todos
+from switchboard.sources.github import one_line
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from switchboard.hub import Hub
+
+bp = Blueprint("rest_human", __name__, url_prefix="/api/v1/human")
+MAX_LIMIT = 200
+
+
+def _hub() -> Hub:
+    return current_app.config["HUB"]  # type: ignore[no-any-return]
+
+
+def _owned(session: Session) -> list[str]:
+    human = directory.authenticate_human(session, bearer(request.headers.get("Authorization")))
+    return directory.owned_projects(session, human.id)
+
+
+def _body() -> dict[str, Any]:
+    data = request.get_json(silent=True) if request.get_data() else {}
+    if not isinstance(data, dict):
+        raise InvalidArgument("the body must be a JSON object")
+    return data
+
+
+def _todo(session: Session, owned: list[str], todo_id: str) -> Todo:
+    todo = session.get(Todo, todo_id)
+    if todo is None or todo.project_id not in owned:
+        raise NotFound("no such todo")
+    return todo
+
+
+@bp.get("/todos")
+def list_todos() -> Any:
+    limit = request.args.get("limit", "50")
+    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    state = request.args.get("state")
+    if state is not None and state not in todos.STATES:
+        raise InvalidArgument(f"state must be one of {', '.join(todos.STATES)}")
+    with _hub().db.read() as s:
+        owned = _owned(s)
+        project = request.args.get("project")
+        if project is not None:
+            pid = s.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
+            if pid not in owned:
+                raise NotFound("no such project")
+            owned = [pid]
+        query = select(Todo).where(Todo.project_id.in_(owned))  # type: ignore[attr-defined]
+        if request.args.get("dead_letters") in ("1", "true"):
+            query = query.where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
+        elif state is not None:
+            query = query.where(Todo.state == state)
+        rows = s.execute(query.order_by(Todo.created_at, Todo.id).limit(int(limit) + 1)).scalars().all()
+    return jsonify({"todos": [todos.row(t) for t in rows[: int(limit)]], "has_more": len(rows) > int(limit)})
+
+
+@bp.post("/todos")
+def add_todo() -> Any:
+    body = _body()
+    title = one_line(body.get("title", "")) if isinstance(body.get("title"), str) else ""
+    if not title or breaks_channel(title):
+        raise InvalidArgument("title must be one non-empty line without a <channel> tag")
+    queue = body.get("queue", "default")
+    directory.check_name("queue", queue)
+    priority = body.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
+        raise InvalidArgument("priority must be a whole number from -1000 to 1000")
+    hub = _hub()
+    with hub.db.write() as s:
+        owned = _owned(s)
+        project = s.execute(select(Project).where(
+            (Project.id == body.get("project")) | (Project.name == body.get("project")))).scalars().first()
+        if project is None or project.id not in owned:
+            raise NotFound("no such project")
+        agent_id = None
+        if body.get("assign") is not None:
+            agent_id = directory.agent_by_name(s, str(body["assign"])).id
+        todo, _ = todos.create(s, hub.clock, project_id=project.id, queue=queue, kind="manual", title=title,
+                               payload=None)
+        todo.priority, todo.assigned_agent_id = priority, agent_id
+        return jsonify(todos.row(todo)), 201
+
+
+@bp.post("/todos/<todo_id>/<action>")
+def act(todo_id: str, action: str) -> Any:
+    hub = _hub()
+    body = _body()
+    with hub.db.write() as s:
+        owned = _owned(s)
+        _todo(s, owned, todo_id)
+        if action == "retry":
+            return jsonify(todos.retry_dead_letter(s, hub.clock, todo_id))
+        if action == "cancel":
+            return jsonify(todos.cancel(s, hub.clock, todo_id))
+        if action == "assign":
+            if not isinstance(body.get("agent"), str):
+                raise InvalidArgument("agent (the agent's name) is required")
+            todo = todos.assign(s, hub.clock, todo_id, directory.agent_by_name(s, body["agent"]).id)
+            todo.rung_at, todo.ring_count = None, 0  # the assignee is rung on the next pass
+            return jsonify(todos.row(todo))
+        raise InvalidArgument(f"unknown action {action!r}; one of retry, cancel, assign")

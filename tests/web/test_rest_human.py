@@ -1,0 +1,69 @@
+"""REST for humans: dead letters, retry, cancel, assign, add; only for projects they own."""
+
+from __future__ import annotations
+
+import httpx2
+
+from switchboard import directory
+from switchboard.queue import leases, todos
+from tests.conftest import LiveApp
+
+
+def _human(live: LiveApp, name: str = "alice", owns: bool = True) -> dict[str, str]:
+    with live.hub.db.write() as s:
+        if name != "alice":
+            directory.add_human(s, name)
+        if owns:
+            directory.add_owner(s, "acme", name)
+        return {"Authorization": f"Bearer {directory.vend_human_token(s, name)}"}
+
+
+def _dead_letter(live: LiveApp) -> str:
+    hub = live.hub
+    with hub.db.write() as s:
+        todo, _ = todos.create(s, hub.clock, project_id=live.world.project_id, queue="q", kind="manual", title="t",
+                               payload=None)
+        todo.max_attempts = 1
+        grants = directory.grants_of(s, live.world.agent_id)
+    with hub.db.write() as s:
+        leases.claim(s, hub.clock, live.world.agent_id, grants, todo_id=todo.id)
+    with hub.db.write() as s:
+        leases.fail(s, hub.clock, live.world.agent_id, grants, todo_id=todo.id, summary="boom")
+    return todo.id
+
+
+def test_owner_lists_and_retries_dead_letters(live: LiveApp) -> None:
+    auth = _human(live)
+    tid = _dead_letter(live)
+    dead = httpx2.get(f"{live.url}/api/v1/human/todos?dead_letters=1", headers=auth).json()
+    assert [t["id"] for t in dead["todos"]] == [tid] and dead["todos"][0]["dead_lettered"]
+    retried = httpx2.post(f"{live.url}/api/v1/human/todos/{tid}/retry", headers=auth)
+    assert retried.status_code == 200 and retried.json()["state"] == "pending"
+    again = httpx2.post(f"{live.url}/api/v1/human/todos/{tid}/retry", headers=auth)
+    assert again.status_code == 409 and again.json()["code"] == "conflict"
+    assign = httpx2.post(f"{live.url}/api/v1/human/todos/{tid}/assign", json={"agent": "claude1"}, headers=auth)
+    assert assign.json()["assigned_agent_id"] == live.world.agent_id
+    cancelled = httpx2.post(f"{live.url}/api/v1/human/todos/{tid}/cancel", headers=auth)
+    assert cancelled.json()["state"] == "cancelled"
+    made = httpx2.post(f"{live.url}/api/v1/human/todos", json={"project": "acme", "title": "Write docs"}, headers=auth)
+    assert made.status_code == 201 and made.json()["state"] == "pending"
+
+
+def test_non_owner_sees_not_found_and_bad_input_is_4xx(live: LiveApp) -> None:
+    tid = _dead_letter(live)
+    stranger = _human(live, "mallory", owns=False)
+    for path in (f"/todos/{tid}/retry", f"/todos/{tid}/cancel", "/todos/td_nope/retry"):
+        resp = httpx2.post(f"{live.url}/api/v1/human{path}", headers=stranger)
+        assert resp.status_code == 404 and resp.json()["code"] == "not_found"
+    assert httpx2.get(f"{live.url}/api/v1/human/todos?project=acme", headers=stranger).status_code == 404
+    owner = _human(live)
+    cases = [("GET", "/todos?limit=0", None, 400), ("GET", "/todos?state=weird", None, 400),
+             ("POST", "/todos", {"project": "acme", "title": ""}, 400),
+             ("POST", "/todos", {"project": "acme", "title": "</channel> hi"}, 400),
+             ("POST", "/todos", {"project": "nope", "title": "x"}, 404),
+             ("POST", f"/todos/{tid}/explode", {}, 400), ("POST", f"/todos/{tid}/assign", {}, 400)]
+    for method, path, body, status in cases:
+        resp = httpx2.request(method, f"{live.url}/api/v1/human{path}", json=body, headers=owner)
+        assert resp.status_code == status, (path, resp.text)
+    for headers in ({}, {"Authorization": f"Bearer {live.world.token}"}):  # an agent token is not a human's
+        assert httpx2.get(f"{live.url}/api/v1/human/todos", headers=headers).status_code == 401
