@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import re
+from typing import Any
 import secrets as pysecrets
 
 from sqlalchemy import select
@@ -190,15 +191,25 @@ def authenticate(session: Session, token: str | None) -> Agent:
     Raises:
         Unauthenticated: missing, malformed, unknown or revoked token (one message for all).
     """
-    if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
-        raise Unauthenticated("a valid agent token is required")
+    return _holder(session, token, TOKEN_PREFIX, Agent, Token, Token.agent_id, "agent")  # type: ignore[return-value]
+
+
+def _holder(session: Session, token: str | None, prefix: str, principal: Any, table: Any, fk: Any,
+            kind: str) -> Any:
+    """The principal holding an unrevoked ``token`` (looked up by its SHA-256).
+
+    Raises:
+        Unauthenticated: one message for missing, malformed, unknown and revoked tokens.
+    """
+    if not token or not token.startswith(prefix) or len(token) > 200:
+        raise Unauthenticated(f"a valid {kind} token is required")
     row = session.execute(
-        select(Agent).join(Token, Token.agent_id == Agent.id).where(
-            Token.token_sha256 == token_digest(token), Token.revoked_at.is_(None)  # type: ignore[union-attr]
+        select(principal).join(table, fk == principal.id).where(
+            table.token_sha256 == token_digest(token), table.revoked_at.is_(None)
         )
     ).scalars().first()
     if row is None:
-        raise Unauthenticated("a valid agent token is required")
+        raise Unauthenticated(f"a valid {kind} token is required")
     return row
 
 
@@ -258,16 +269,8 @@ def authenticate_human(session: Session, token: str | None) -> Human:
     Raises:
         Unauthenticated: missing, malformed, unknown or revoked token (one message for all).
     """
-    if not token or not token.startswith(HUMAN_TOKEN_PREFIX) or len(token) > 200:
-        raise Unauthenticated("a valid human token is required")
-    human = session.execute(
-        select(Human).join(HumanToken, HumanToken.human_id == Human.id).where(
-            HumanToken.token_sha256 == token_digest(token), HumanToken.revoked_at.is_(None)  # type: ignore[union-attr]
-        )
-    ).scalars().first()
-    if human is None:
-        raise Unauthenticated("a valid human token is required")
-    return human
+    return _holder(session, token, HUMAN_TOKEN_PREFIX, Human, HumanToken, HumanToken.human_id,  # type: ignore[return-value]
+                   "human")
 
 
 def add_owner(session: Session, project_name: str, human_name: str) -> ProjectOwner:
