@@ -63,6 +63,7 @@ def load_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     return Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
 
 
+@pytest.mark.timeout(1200)
 def test_eight_processes_complete_every_todo_exactly_once(load_settings: Settings) -> None:
     world = configure(load_settings)
     hub = Hub(load_settings, role="cli")
