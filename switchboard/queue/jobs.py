@@ -10,14 +10,17 @@ and the unique origin keys make each todo and event exactly once.
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
+from sqlmodel import Session
 
 from switchboard.errors import MalformedPayload
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
-from switchboard.intake.channel_break import breaks_channel, find_break
+from switchboard.intake import screening
+from switchboard.intake.channel_break import Break
 from switchboard.models import Delivery, Project, Source
 from switchboard.notify.wakes import Wake, wake_for
 from switchboard.queue import todos
@@ -56,18 +59,12 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
             return delivery.status
         delivery.event = envelope.kind[:100]
 
-        path = find_break(envelope.payload)
-        if path is None and envelope.title is not None and breaks_channel(envelope.title):
-            path = "title"
-        if path is not None:
-            # Nothing else of a rejected delivery is kept or shown (DESIGN.md §5).
-            delivery.status, delivery.error_code, delivery.error_detail = "rejected", "channel_break", path[:500]
-            delivery.raw_body = None
-            feed.append(session, hub.clock, project.id, "delivery.rejected",
-                        f"Rejected {envelope.kind} delivery: channel tag at {path[:200]}",
-                        subject_id=delivery.id, data={"path": path[:500], "rule": "channel_break"},
-                        origin_key=f"{delivery.id}:rejected")
-            return delivery.status
+        screened = screening.screen(delivery.raw_body or b"", delivery.headers or {}, envelope, adapter,
+                                    source.queue)
+        if screened.rejected is not None:
+            return _reject(hub, session, delivery, project.id, envelope.kind, screened.rejected)
+        assert screened.envelope is not None
+        envelope = screened.envelope
 
         if envelope.event == "ping":
             delivery.status = "processed"
@@ -103,6 +100,26 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     if wake is not None:
         hub.broker.publish_wake(wake)
     return "processed"
+
+
+_SAFE_KIND = re.compile(r"[^a-z0-9_.-]")
+
+
+def _reject(hub: Hub, session: Session, delivery: Delivery, project_id: str, kind: str, found: Break) -> str:
+    """Mark a delivery ``rejected`` for a channel break; drop its body (DESIGN.md §5).
+
+    The feed event names the field path and rule, never the offending text: paths name only
+    plain keys, and the kind is cut to ``[a-z0-9_.-]``.
+    """
+    safe_kind = _SAFE_KIND.sub("_", kind.lower())[:100]
+    delivery.status, delivery.error_code, delivery.error_detail = "rejected", "channel_break", found.path[:500]
+    delivery.event = safe_kind
+    delivery.raw_body = None
+    feed.append(session, hub.clock, project_id, "delivery.rejected",
+                f"Rejected {safe_kind} delivery: channel tag at {found.path[:200]}",
+                subject_id=delivery.id, data={"path": found.path[:500], "rule": found.rule},
+                origin_key=f"{delivery.id}:rejected")
+    return delivery.status
 
 
 def sweep(hub: Hub, older_than_seconds: float) -> int:
