@@ -36,6 +36,10 @@ class Settings:
             default ``127.0.0.1:8080``).
         sweep_interval_seconds: how often stuck deliveries are re-processed (seconds).
         sweep_grace_seconds: how old a ``received`` delivery must be before the sweeper takes it.
+        vault_keys: the vault key ring (``SWITCHBOARD_VAULT_KEYS``): comma-separated
+            ``<key id>:<32 bytes, url-safe base64>`` entries, the first one primary; ``None``
+            means the ring in ``<home>/vault.keys`` (generated, mode 0600, on first use). Never
+            shown in ``repr``.
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -47,6 +51,7 @@ class Settings:
     port: int = DEFAULT_PORT
     sweep_interval_seconds: float = 15.0
     sweep_grace_seconds: float = 30.0
+    vault_keys: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -125,6 +130,15 @@ class Settings:
         max_body = integer("SWITCHBOARD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024, 1 << 31)
         host = env.get("SWITCHBOARD_HOST", "").strip() or "127.0.0.1"
         port = integer("SWITCHBOARD_PORT", DEFAULT_PORT, 0, 65535)
+        vault_keys = env.get("SWITCHBOARD_VAULT_KEYS", "").strip() or None
+        if vault_keys is not None:
+            from switchboard.intake.vault import parse_key_ring
+
+            try:
+                parse_key_ring(vault_keys)
+            except ValueError as exc:
+                problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
+                vault_keys = None
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -135,4 +149,5 @@ class Settings:
             max_body_bytes=max_body,
             host=host,
             port=port,
+            vault_keys=vault_keys,
         )

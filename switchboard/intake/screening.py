@@ -46,7 +46,7 @@ class Screened:
 
     rejected: Break | None
     envelope: Envelope | None = None
-    secrets: list[secret_rules.SecretRef] = field(default_factory=list)
+    secrets: list[secret_rules.MintedRef] = field(default_factory=list)
 
 
 def find_body_break(raw_body: bytes, headers: Mapping[str, str], payload: object) -> Break | None:

@@ -18,7 +18,7 @@ first, everywhere it occurs in the payload (string leaves and keys), rendered as
 :data:`MIN_GLOBAL_LENGTH` is replaced in that field only, so a password ``"x"`` does not eat
 every ``x`` in the payload.
 
-Values never reach a log line: :class:`SecretRef` hides its value from ``repr``.
+Values never reach a log line: :class:`MintedRef` hides its value from ``repr``.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ _MASKED = re.compile(r"^(?:\*+|x+|•+|\[redacted\]|redacted|null|none|true|fals
 _OWN_RULES: list[tuple[str, re.Pattern[str], int]] = [
     ("private_key", re.compile(
         r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----[\s\S]*?-----END \1-----"), 0),
+    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b"), 0),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 0),
     ("slack_webhook_url", re.compile(
         r"https?://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]+"), 0),
@@ -93,7 +94,7 @@ class Found:
 
 
 @dataclass(frozen=True)
-class SecretRef:
+class MintedRef:
     """A minted ref and the value it stands for (``repr`` never shows the value)."""
 
     ref: str
@@ -111,7 +112,7 @@ class Redaction:
     """A sanitised payload and the refs that replaced values in it."""
 
     payload: Any
-    refs: list[SecretRef]
+    refs: list[MintedRef]
 
 
 def new_ref() -> str:
@@ -245,16 +246,16 @@ def redact(payload: Any, found: list[Found] | None = None) -> Redaction:
         found: findings (default: :func:`find` on ``payload``).
 
     Returns:
-        The sanitised copy and one :class:`SecretRef` per distinct value.
+        The sanitised copy and one :class:`MintedRef` per distinct value.
     """
     found = find(payload) if found is None else found
     if not found:
         return Redaction(payload, [])
-    by_value: dict[str, SecretRef] = {}
+    by_value: dict[str, MintedRef] = {}
     # Longest first: a webhook URL is replaced whole before the token inside it is looked for.
     for item in sorted(found, key=lambda f: -len(f.value)):
         if item.value not in by_value:
-            by_value[item.value] = SecretRef(new_ref(), item.kind, item.value)
+            by_value[item.value] = MintedRef(new_ref(), item.kind, item.value)
     field_values = {f.path: by_value[f.value] for f in found if f.path is not None}
     global_refs = sorted((r for v, r in by_value.items() if len(v) >= MIN_GLOBAL_LENGTH
                           or any(f.value == v and f.path is None for f in found)),
@@ -281,7 +282,7 @@ def redact(payload: Any, found: list[Found] | None = None) -> Redaction:
     return Redaction(sanitised, used)
 
 
-def scrub(text: str | None, refs: list[SecretRef]) -> str | None:
+def scrub(text: str | None, refs: list[MintedRef]) -> str | None:
     """Belt and braces for rendered text: replace any value of ``refs`` still present, longest first."""
     if text is None:
         return None

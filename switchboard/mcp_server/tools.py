@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.errors import InvalidArgument, SwitchboardError
+from switchboard.intake import vault
 from switchboard.models import Agent, Human, Project
 from switchboard.queue import todos
 
@@ -153,6 +154,12 @@ TOOLS: list[ToolSpec] = [
         "from todo_claim (a stale token is refused with conflict).",
         _schema({"id": _ID, "result": {}, "lease_token": {"type": "string", "maxLength": 200}}, ["id"]),
         _todo_complete, _render_row),
+    ToolSpec(
+        "secret_fetch",
+        "Fetch the value behind a secret ref ([secret ref=sec_... type=...] in payloads and titles). Needs "
+        "work on the ref's project; every fetch is audited (secret.fetched) and rate limited.",
+        _schema({"ref": {"type": "string", "minLength": 1, "maxLength": 100}}, ["ref"]),
+        vault.fetch_tool, vault.render_fetch),
 ]
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlmodel import SQLModel
 
 from switchboard.models.principals import Agent, Grant, Human, Identity, Project, Token
+from switchboard.models.secrets import SecretRef
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -19,6 +20,7 @@ __all__ = [
     "Human",
     "Identity",
     "Project",
+    "SecretRef",
     "Source",
     "SourceSecret",
     "Todo",

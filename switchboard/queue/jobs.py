@@ -1,7 +1,8 @@
 """Processing a stored delivery into a todo or feed event (DESIGN.md §2).
 
-``process_delivery`` is the one job: parse, attribute (else quarantine), reject ``<channel>``
-breaks, then route to a todo and/or feed event in ONE transaction with the delivery's new
+``process_delivery`` is the one job: parse, screen (reject ``<channel>`` breaks, secrets to
+refs: :mod:`switchboard.intake.screening`), attribute (else quarantine), seal the refs in the
+vault, then route to a todo and/or feed event in ONE transaction with the delivery's new
 state. It is safe to run any number of times and in many processes at once: only a delivery
 still in ``received`` is taken (row-locked on PostgreSQL, under the single writer on SQLite),
 and the unique origin keys make each todo and event exactly once.
@@ -19,7 +20,7 @@ from sqlmodel import Session
 from switchboard.errors import MalformedPayload
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
-from switchboard.intake import screening
+from switchboard.intake import screening, vault
 from switchboard.intake.channel_break import Break
 from switchboard.models import Delivery, Project, Source
 from switchboard.notify.wakes import Wake, wake_for
@@ -81,6 +82,8 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
                         origin_key=f"{delivery.id}:quarantined")
             return delivery.status
         delivery.human_id = who.human_id
+        if screened.secrets:
+            vault.store(session, vault.load_key_ring(hub.settings), project.id, delivery.id, screened.secrets, now)
 
         if envelope.title is None:
             delivery.status = "processed"
