@@ -44,6 +44,11 @@ class Hub:
             )
         else:
             self.dispatcher = _NoDispatch()
+        if role in ("serve", "worker"):
+            # The intake rules take about a second to build; not on the first delivery's clock.
+            from switchboard.intake.screening import warm_up
+
+            threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True).start()
 
     def start_sweeper(self) -> None:
         """Start the thread that re-dispatches deliveries stuck in ``received``."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -79,7 +79,12 @@ class Break:
 
 
 class _Tables:
-    """Regexes built once from the Unicode data (about 0.2 s, on first use)."""
+    """Regexes built once from the Unicode data (about 0.2 s, on first use).
+
+    ``re`` matches a character class of BMP characters with a bitmap, but tests every range
+    above U+FFFF one by one for every character; so the classes hold BMP characters only and
+    the rare astral characters go through one callback with set and dict lookups.
+    """
 
     def __init__(self) -> None:
         mapping: dict[str, str] = {}
@@ -94,25 +99,63 @@ class _Tables:
             for ch in chars:
                 mapping[ch] = target
         self.mapping = mapping
-        self.confusable = re.compile("[" + "".join(re.escape(c) for c in sorted(mapping)) + "]")
+        self.confusable = re.compile("[" + "".join(re.escape(c) for c in sorted(mapping) if ord(c) <= 0xFFFF) + "]")
         # \t \n \v \f \r are whitespace to the tag regex already and stay as they are.
         ranges: list[tuple[int, int]] = [(0x00, 0x08), (0x0E, 0x1F), (0x7F, 0x9F), *_EXTRA_IGNORABLE]
         start = None
+        classes: dict[str, set[str]] = {c: {c, c.upper()} for c in _TARGETS}
+        for ch, target in mapping.items():
+            classes[target].add(ch)
         for cp in range(0x110000):
-            ignorable = unicodedata.category(chr(cp)) in ("Cf", "Mn", "Me")
+            ch = chr(cp)
+            folded = ch.casefold()
+            if folded != ch and len(folded) == 1:
+                target = folded if folded in classes else mapping.get(folded)
+                if target is not None:
+                    classes[target].add(ch)
+            ignorable = unicodedata.category(ch) in ("Cf", "Mn", "Me")
             if ignorable and start is None:
                 start = cp
             elif not ignorable and start is not None:
                 ranges.append((start, cp - 1))
                 start = None
-        parts = [f"{_esc(a)}-{_esc(b)}" if a != b else _esc(a) for a, b in ranges]
-        self.ignorable = re.compile("[" + "".join(parts) + "]")
+        bmp = [(a, min(b, 0xFFFF)) for a, b in ranges if a <= 0xFFFF]
+        self.astral_ignorable = frozenset(cp for a, b in ranges if b > 0xFFFF for cp in range(max(a, 0x10000), b + 1))
+        self.ignorable = re.compile("[" + "".join(f"{_esc(a)}-{_esc(b)}" if a != b else _esc(a) for a, b in bmp) + "]")
+        self.tag = _tag_regex(classes)
         lt_like = [c for c, t in mapping.items() if t == "<"]
         self.trigger = re.compile("[" + re.escape("<&%\\" + _NFKC_TRIGGERS + "".join(lt_like)) + "]")
 
 
+def _tag_regex(classes: dict[str, set[str]]) -> re.Pattern[str]:
+    """``<\\s*/?\\s*c\\s*h\\s*a\\s*n\\s*n\\s*e\\s*l\\b`` over *normalised* text.
+
+    Each letter is a class of everything the detection view maps to it (case variants,
+    lookalikes), backslashes may sit anywhere (the view drops them), and the final word
+    boundary is judged as the view would see the next character. One regex search then
+    replaces building the view of the whole text (:func:`_fold` is the reference; the tests
+    check that both agree).
+    """
+
+    def cls(chars: Iterable[str]) -> str:
+        return "[" + "".join(re.escape(c) for c in sorted(chars)) + "]"
+
+    sep = r"[\s\\]*"
+    letters = sep.join(cls(classes[c]) for c in "channel")
+    word = re.compile(r"\w")
+    punct_words = {c for t in "</>" for c in classes[t] if word.match(c)}
+    letter_punct = {c for t in "chanel" for c in classes[t] if not word.match(c)}
+    boundary = "(?![\\w" + "".join(re.escape(c) for c in sorted(letter_punct)) + "])"
+    if punct_words:
+        boundary = f"(?:{cls(punct_words)}|{boundary})"
+    return re.compile(f"{cls(classes['<'])}{sep}(?:{cls(classes['/'])}{sep})?{letters}(?=\\\\*{boundary})")
+
+
 def _esc(cp: int) -> str:
-    return f"\\U{cp:08x}"
+    return f"\\u{cp:04x}"
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 @lru_cache(maxsize=1)
@@ -122,15 +165,28 @@ def _tables() -> _Tables:
 
 def _normal(text: str, t: _Tables) -> str:
     """NFKC, then ignorable characters and controls become spaces (backslashes kept for decoding)."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    return t.ignorable.sub(" ", text)
+    if text.isascii():
+        return t.ignorable.sub(" ", text)
+    text = t.ignorable.sub(" ", unicodedata.normalize("NFKC", text))
+    if _ASTRAL.search(text):
+        text = _ASTRAL.sub(lambda m: " " if ord(m.group()) in t.astral_ignorable else m.group(), text)
+    return text
 
 
 def _fold(text: str, t: _Tables) -> str:
     """The detection view of normalised text: lookalikes mapped, case-folded, no backslashes."""
-    text = t.confusable.sub(lambda m: t.mapping[m.group()], text).casefold()
-    text = t.confusable.sub(lambda m: t.mapping[m.group()], text)
+
+    def mapped(m: re.Match[str]) -> str:
+        return t.mapping.get(m.group(), m.group())
+
+    astral = not text.isascii() and _ASTRAL.search(text) is not None
+    text = t.confusable.sub(mapped, text)
+    if astral:
+        text = _ASTRAL.sub(mapped, text)
+    # Again after case-folding: I → l needs the first pass, С → с → c the second.
+    text = t.confusable.sub(mapped, text.casefold())
+    if astral:
+        text = _ASTRAL.sub(mapped, text)
     return text.replace("\\", "")
 
 
@@ -167,7 +223,7 @@ def check_text(text: str) -> str | None:
         return None
     normal = _normal(text, t)
     for depth in range(_MAX_DECODED_VIEWS + 1):
-        if _TAG.search(_fold(normal, t)):
+        if t.tag.search(normal):
             return RULE_PLAIN if depth == 0 else RULE_DECODED
         if depth == _MAX_DECODED_VIEWS:
             break
@@ -194,10 +250,30 @@ def find_break(value: Any, path: str = "$") -> Break | None:
         The first :class:`Break`, or ``None``. Keys are named in the path only when they are
         plain (``[A-Za-z0-9_-]{1,64}``), so the path never carries the break itself.
     """
+    # Walk without building paths (the common case finds nothing); name the path on a hit.
+    hit = _first_break(value)
+    if hit is None:
+        return None
     for where, text in iter_strings(value, path):
         rule = check_text(text)
         if rule is not None:
             return Break(where, rule)
+    return None  # pragma: no cover - _first_break and iter_strings visit the same strings
+
+
+def _first_break(value: Any) -> str | None:
+    if isinstance(value, str):
+        return check_text(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            rule = check_text(str(key)) or _first_break(item)
+            if rule is not None:
+                return rule
+    elif isinstance(value, list):
+        for item in value:
+            rule = _first_break(item)
+            if rule is not None:
+                return rule
     return None
 
 

@@ -49,6 +49,12 @@ class Screened:
     secrets: list[secret_rules.MintedRef] = field(default_factory=list)
 
 
+def warm_up() -> None:
+    """Build the Unicode tables and compile the scanner rules now (about 1 s), not on the first delivery."""
+    check_text("<")
+    secret_rules.warm_up()
+
+
 def find_body_break(raw_body: bytes, headers: Mapping[str, str], payload: object) -> Break | None:
     """The channel-break rule on the raw body, form fields and every decoded string and key.
 

@@ -8,8 +8,10 @@ import unicodedata
 import pytest
 
 from switchboard.intake.channel_break import (
+    _TAG,
     RULE_DECODED,
     RULE_PLAIN,
+    _decode,
     _fold,
     _normal,
     _tables,
@@ -82,3 +84,32 @@ def test_trigger_set_is_complete_over_every_code_point() -> None:
         if any(c in nfkc for c in "<&%\\") or "<" in _fold(_normal(ch, t), t):
             missing.append(hex(cp))
     assert missing == []
+
+
+def _reference(text: str) -> bool:
+    """The rule as specified: build the detection view, then search the plain regex (views 0-2)."""
+    t = _tables()
+    normal = _normal(text, t)
+    for depth in range(3):
+        if _TAG.search(_fold(normal, t)):
+            return True
+        decoded = _decode(normal)
+        if decoded == normal:
+            return False
+        normal = _normal(decoded, t)
+    return False
+
+
+def test_fast_regex_agrees_with_the_detection_view_for_every_lookalike_in_every_slot() -> None:
+    t = _tables()
+    base = "</channel>"
+    chars = set(t.mapping) | set("</>CHANELchanel|1I\\ ") | {"\u0130", "\u212a", "\u017f", "\u0399"}
+    disagreements = []
+    for i in range(len(base) + 1):
+        for ch in chars:
+            for text in (base[:i] + ch + base[i + 1:], base[:i] + ch + base[i:], f"x {base[:i]}{ch}"):
+                if (check_text(text) is not None) != _reference(text):
+                    disagreements.append(text)
+    for case in _LINES:
+        assert (check_text(case["text"]) is not None) == _reference(case["text"]), case
+    assert disagreements == []
