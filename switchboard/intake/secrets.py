@@ -257,7 +257,8 @@ def redact(payload: Any, found: list[Found] | None = None) -> Redaction:
         return Redaction(payload, [])
     by_value: dict[str, MintedRef] = {}
     # Longest first: a webhook URL is replaced whole before the token inside it is looked for.
-    for item in sorted(found, key=lambda f: -len(f.value)):
+    # For one value found by several rules, a scanner's specific type beats a key-name rule's.
+    for item in sorted(found, key=lambda f: (-len(f.value), f.path is not None)):
         if item.value not in by_value:
             by_value[item.value] = MintedRef(new_ref(), item.kind, item.value)
     field_values = {f.path: by_value[f.value] for f in found if f.path is not None}
@@ -281,9 +282,7 @@ def redact(payload: Any, found: list[Found] | None = None) -> Redaction:
             return [walk(v, (*path, i)) for i, v in enumerate(value)]
         return value
 
-    sanitised = walk(payload, ())
-    used = [r for r in by_value.values()]
-    return Redaction(sanitised, used)
+    return Redaction(walk(payload, ()), list(by_value.values()))
 
 
 def scrub(text: str | None, refs: list[MintedRef]) -> str | None:

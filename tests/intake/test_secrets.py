@@ -84,3 +84,9 @@ def test_kingfisher_offsets_cut_exact_values_in_non_ascii_text() -> None:
     token = corpus()[0].value
     red = secrets.redact({"body": f"é漢字🙂 {token} ü"})
     assert red.payload["body"].startswith("é漢字🙂 [secret ref=") and red.payload["body"].endswith("] ü")
+
+
+def test_a_token_under_a_secret_key_keeps_the_scanners_type() -> None:
+    token = corpus()[0].value
+    red = secrets.redact({"config": {"token": token}})
+    assert [r.kind for r in red.refs] == ["github_pat"]
