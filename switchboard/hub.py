@@ -29,6 +29,9 @@ class Hub:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
         self.db = Database(settings)
+        from switchboard.intake import vault
+
+        vault.attach(self.db, vault.load_key_ring(settings))  # delivery bodies are sealed at rest
         self.role = role
         self.streams = AgentStreams()
         self.counters: Counter[str] = Counter()

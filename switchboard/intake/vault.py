@@ -8,9 +8,12 @@
   url-safe base64, the first one primary (new records use it; the others only decrypt). Unset,
   the ring lives in ``<home>/vault.keys``, generated on first use with mode 0600.
 - **Rotation** (``switchboard vault rotate``): with the file ring, a new primary key is
-  generated, every record is re-encrypted under it in one transaction, and the old keys are
-  removed from the file. With ``SWITCHBOARD_VAULT_KEYS``, put the new key first, run the
+  generated, every record and stored delivery body is re-encrypted under it in one
+  transaction, and the old keys are removed from the file. With ``SWITCHBOARD_VAULT_KEYS``, put the new key first, run the
   command (it re-encrypts every record under the primary), then drop the retired ids it names.
+- **Delivery bodies** (:class:`SealedBytes`, the type of ``deliveries.raw_body``): sealed with
+  the primary key on write, opened on read; the ring rides on the engine (:func:`attach`,
+  called when a :class:`~switchboard.hub.Hub` is built).
 - **Fetching** (:func:`fetch_tool`, the ``secret_fetch`` tool): only an agent with ``work`` on
   the ref's project gets the value; an unknown or foreign ref is the same ``not_found``; every
   fetch writes a ``secret.fetched`` feed event naming the agent and the ref, never the value;
@@ -38,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sqlalchemy import select
+from sqlalchemy import LargeBinary, select
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session
 
 from switchboard.errors import ConfigError, NotFound, RateLimited, SwitchboardError
@@ -250,7 +254,9 @@ def rotate(hub: Hub) -> Rotation:
     With ``SWITCHBOARD_VAULT_KEYS``: re-encrypt under its primary; the returned ``retired``
     ids are no longer needed and may be removed from the variable.
     """
-    from switchboard.models import SecretRef
+    from sqlalchemy.orm.attributes import flag_modified
+
+    from switchboard.models import Delivery, SecretRef
 
     settings = hub.settings
     current = load_key_ring(settings, fresh=True)
@@ -260,6 +266,7 @@ def rotate(hub: Hub) -> Rotation:
         kid = new_key_id()
         ring = KeyRing({kid: AESGCM.generate_key(bit_length=256), **current.keys}, kid)
         _write_key_file(key_file(settings), ring)
+    attach(hub.db, ring)
     count = 0
     now = hub.clock.now()
     with hub.db.write() as session:
@@ -270,11 +277,92 @@ def rotate(hub: Hub) -> Rotation:
             record.key_id, record.nonce, record.ciphertext = seal(ring, record.ref, record.project_id, value)
             record.version, record.rotated_at = RECORD_VERSION, now
             count += 1
+        bodies = session.execute(
+            select(Delivery.id).where(Delivery.raw_body.is_not(None))  # type: ignore[union-attr]
+        ).scalars().all()
+        for delivery_id in bodies:
+            delivery = session.get(Delivery, delivery_id)
+            if delivery is not None and delivery.raw_body is not None:
+                delivery.raw_body = bytes(delivery.raw_body)  # opened with any key, sealed with the primary
+                flag_modified(delivery, "raw_body")
     retired = [k for k in ring.ids if k != ring.primary]
     if not settings.vault_keys:
         _write_key_file(key_file(settings), KeyRing({ring.primary: ring.keys[ring.primary]}, ring.primary))
-    load_key_ring(settings, fresh=True)
+    attach(hub.db, load_key_ring(settings, fresh=True))
     return Rotation(ring.primary, count, retired)
+
+
+# --- Delivery bodies at rest (DESIGN.md §2) -------------------------------------------------
+
+BODY_MAGIC = b"\x00SBV1"
+_BODY_AAD = b"switchboard/delivery_body/v1"
+_DIALECT_ATTR = "switchboard_vault_ring"
+
+
+def attach(db: Any, ring: KeyRing) -> None:
+    """Give a :class:`~switchboard.db.Database`'s engines the key ring :class:`SealedBytes` uses.
+
+    The ring rides on each engine's dialect object, so two databases in one process (tests,
+    tools) each keep their own keys.
+    """
+    for engine in {id(db.engine): db.engine, id(db.read_engine): db.read_engine}.values():
+        setattr(engine.dialect, _DIALECT_ATTR, ring)
+
+
+def seal_body(ring: KeyRing, body: bytes) -> bytes:
+    """``MAGIC | len(key id) | key id | nonce | AES-256-GCM(body) + tag``."""
+    kid = ring.primary.encode()
+    nonce = os.urandom(NONCE_BYTES)
+    return BODY_MAGIC + bytes([len(kid)]) + kid + nonce + AESGCM(ring.keys[ring.primary]).encrypt(
+        nonce, body, _BODY_AAD)
+
+
+def open_body(ring: KeyRing | None, stored: bytes) -> bytes:
+    """Inverse of :func:`seal_body`; bytes without the magic prefix (written before sealing) pass through.
+
+    Raises:
+        SwitchboardError: no key ring, an unknown key id, or a body that fails authentication.
+    """
+    if not stored.startswith(BODY_MAGIC):
+        return stored
+    if ring is None:
+        raise SwitchboardError("a sealed delivery body was read without the vault key ring")
+    n = len(BODY_MAGIC)
+    klen = stored[n]
+    kid = stored[n + 1:n + 1 + klen].decode("ascii", "replace")
+    nonce = stored[n + 1 + klen:n + 1 + klen + NONCE_BYTES]
+    key = ring.keys.get(kid)
+    if key is None:
+        raise SwitchboardError("the vault key for this delivery body is not configured")
+    try:
+        return AESGCM(key).decrypt(nonce, stored[n + 1 + klen + NONCE_BYTES:], _BODY_AAD)
+    except InvalidTag:
+        raise SwitchboardError("the delivery body could not be decrypted") from None
+
+
+class SealedBytes(TypeDecorator[bytes]):
+    """A ``LargeBinary`` column sealed with the vault on write and opened on read.
+
+    Used for ``deliveries.raw_body``: the raw body may hold secrets, so it is encrypted from
+    the moment it is written (DESIGN.md §2). The key ring comes from the engine's dialect
+    (:func:`attach`); writing without one fails closed.
+    """
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: bytes | None, dialect: Any) -> bytes | None:
+        if value is None:
+            return None
+        ring = getattr(dialect, _DIALECT_ATTR, None)
+        if ring is None:
+            raise SwitchboardError("refusing to store a delivery body without the vault key ring")
+        return seal_body(ring, bytes(value))
+
+    def process_result_value(self, value: bytes | None, dialect: Any) -> bytes | None:
+        if value is None:
+            return None
+        return open_body(getattr(dialect, _DIALECT_ATTR, None), bytes(value))
 
 
 class FetchLimiter:

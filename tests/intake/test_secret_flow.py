@@ -66,16 +66,14 @@ def test_title_payload_and_wake_carry_refs_never_values(planted: tuple[Hub, str]
         assert value not in todo.title and value not in json.dumps(todo.payload) and value not in wake.content
 
 
-def test_no_secret_value_anywhere_in_the_database_but_the_raw_body(planted: tuple[Hub, str]) -> None:
+def test_no_secret_value_anywhere_in_the_database(planted: tuple[Hub, str]) -> None:
     hub, _ = planted
-    tables = ["todos", "feed_events", "secret_refs", "attempts", "humans", "projects"]
+    tables = ["todos", "feed_events", "secret_refs", "attempts", "deliveries", "humans", "projects"]
     with hub.db.read() as s:
         for table in tables:
             dump = repr(s.execute(text(f"SELECT * FROM {table}")).all())
             for value in VALUES:
                 assert value[:40] not in dump, table
-        deliveries = s.execute(text("SELECT status, event, error_code, error_detail, headers FROM deliveries")).all()
-        assert all(v[:40] not in repr(deliveries) for v in VALUES)
 
 
 def test_work_grant_fetches_the_value_and_the_fetch_is_audited(planted: tuple[Hub, str], world: World,

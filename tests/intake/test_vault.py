@@ -133,3 +133,51 @@ def test_vault_rotate_command(world: World) -> None:
     out = cli(cli_env(world.settings.home), "vault", "rotate")
     assert out["re_encrypted"] == 1 and len(out["retired"]) == 1
     assert (world.settings.home / "vault.keys").read_text().count(":") == 1
+
+
+def test_delivery_bodies_are_sealed_at_rest_and_opened_on_read(world: World) -> None:
+    from sqlalchemy import text
+
+    from switchboard.models import Delivery
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        body = b'{"token": "plain-body-secret-123"}'
+        with hub.db.write() as s:
+            d = Delivery(source_id=world.source_id, project_id=world.project_id, raw_body=body)
+            s.add(d)
+        with hub.db.read() as s:
+            stored = s.execute(text("SELECT raw_body FROM deliveries")).scalar_one()
+            assert stored.startswith(vault.BODY_MAGIC) and b"plain-body-secret" not in stored
+            assert s.get(Delivery, d.id).raw_body == body
+        done = vault.rotate(hub)
+        with hub.db.read() as s:
+            stored = s.execute(text("SELECT raw_body FROM deliveries")).scalar_one()
+            assert done.primary.encode() in stored[:20]
+            assert s.get(Delivery, d.id).raw_body == body
+    finally:
+        hub.close()
+
+
+def test_a_body_written_before_sealing_still_reads_and_tampering_fails() -> None:
+    ring = vault.generate_key_ring()
+    assert vault.open_body(ring, b'{"clear": 1}') == b'{"clear": 1}'
+    sealed = vault.seal_body(ring, b"body")
+    assert vault.open_body(ring, sealed) == b"body"
+    with pytest.raises(SwitchboardError):
+        vault.open_body(ring, sealed[:-1] + bytes([sealed[-1] ^ 1]))
+    with pytest.raises(SwitchboardError):
+        vault.open_body(vault.generate_key_ring(), sealed)
+
+
+def test_writing_a_body_without_a_key_ring_fails_closed(world: World) -> None:
+    from switchboard.db import Database
+    from switchboard.models import Delivery
+
+    db = Database(world.settings)  # no Hub: nothing attached the ring
+    try:
+        with pytest.raises(Exception, match="without the vault key ring"):  # wrapped by SQLAlchemy
+            with db.write() as s:
+                s.add(Delivery(source_id=world.source_id, project_id=world.project_id, raw_body=b"x"))
+    finally:
+        db.dispose()
