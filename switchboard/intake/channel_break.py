@@ -110,9 +110,9 @@ class _Tables:
             ch = chr(cp)
             folded = ch.casefold()
             if folded != ch and len(folded) == 1:
-                target = folded if folded in classes else mapping.get(folded)
-                if target is not None:
-                    classes[target].add(ch)
+                goal = folded if folded in classes else mapping.get(folded)
+                if goal is not None:
+                    classes[goal].add(ch)
             ignorable = unicodedata.category(ch) in ("Cf", "Mn", "Me")
             if ignorable and start is None:
                 start = cp

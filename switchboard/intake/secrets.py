@@ -141,13 +141,19 @@ class _Kingfisher:
                 self._scanner = Scanner(Rules(confidence="low"))
             return self._scanner
 
+    def scan(self, doc: bytes) -> list[Any]:
+        """Scan one document; serialised, as the SDK does not promise a scanner is thread-safe."""
+        scanner = self.scanner()
+        with self._lock:
+            return list(scanner.scan(doc))
+
 
 _KINGFISHER = _Kingfisher()
 
 
 def warm_up() -> None:
     """Compile the scanner rules now rather than on the first delivery."""
-    _KINGFISHER.scanner().scan("warm up")
+    _KINGFISHER.scan(b"warm up")
 
 
 def _leaves(value: Any, path: tuple[Any, ...] = (), key: str = "") -> Iterator[tuple[tuple[Any, ...], str, str]]:
@@ -192,7 +198,7 @@ def _scan_kingfisher(leaves: list[tuple[tuple[Any, ...], str, str]]) -> list[Fou
     if not doc:
         return []
     found: list[Found] = []
-    for finding in _KINGFISHER.scanner().scan(doc):
+    for finding in _KINGFISHER.scan(doc):
         loc = finding.to_dict()["location"]
         start, end = int(loc["start_offset"]), int(loc["end_offset"])
         i = bisect.bisect_right(starts, start) - 1

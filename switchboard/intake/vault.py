@@ -278,7 +278,7 @@ def rotate(hub: Hub) -> Rotation:
             record.version, record.rotated_at = RECORD_VERSION, now
             count += 1
         bodies = session.execute(
-            select(Delivery.id).where(Delivery.raw_body.is_not(None))  # type: ignore[union-attr]
+            select(Delivery.id).where(Delivery.raw_body.is_not(None))  # type: ignore[call-overload,union-attr]
         ).scalars().all()
         for delivery_id in bodies:
             delivery = session.get(Delivery, delivery_id)

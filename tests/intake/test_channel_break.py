@@ -113,3 +113,20 @@ def test_fast_regex_agrees_with_the_detection_view_for_every_lookalike_in_every_
     for case in _LINES:
         assert (check_text(case["text"]) is not None) == _reference(case["text"]), case
     assert disagreements == []
+
+
+def test_a_typical_slack_event_payload_is_accepted() -> None:
+    from switchboard.intake.screening import find_body_break
+
+    payload = {
+        "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "team_id": "T024BE7LD", "api_app_id": "A0KRD7HC3",
+        "event": {"type": "message", "channel": "C024BE7LR", "user": "U2147483697",
+                  "text": "<!channel> deploy is done, see <#C024BE7LR|general> and <@U2147483697> "
+                          "<https://example.com/runs/42|run 42> &lt;3",
+                  "blocks": [{"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": [
+                      {"type": "broadcast", "range": "channel"}, {"type": "channel", "channel_id": "C024BE7LR"}]}]}],
+                  "ts": "1355517523.000005", "channel_type": "channel"},
+        "type": "event_callback", "event_id": "Ev0PV52K21", "event_time": 1355517523,
+    }
+    body = json.dumps(payload).encode()
+    assert find_body_break(body, {"content-type": "application/json"}, payload) is None
