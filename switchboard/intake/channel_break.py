@@ -250,31 +250,35 @@ def find_break(value: Any, path: str = "$") -> Break | None:
         The first :class:`Break`, or ``None``. Keys are named in the path only when they are
         plain (``[A-Za-z0-9_-]{1,64}``), so the path never carries the break itself.
     """
-    # Walk without building paths (the common case finds nothing); name the path on a hit.
-    hit = _first_break(value)
-    if hit is None:
+    # The common case finds nothing: check every string at once, joined by U+FFFF (not a space,
+    # not a word character, not ignorable, mapped to nothing, a composition starter, and no
+    # decoder consumes it), so no match can span two strings. Name the path only on a hit.
+    strings: list[str] = []
+    _collect(value, strings)
+    if check_text(_SEPARATOR.join(strings)) is None:
         return None
     for where, text in iter_strings(value, path):
         rule = check_text(text)
         if rule is not None:
             return Break(where, rule)
-    return None  # pragma: no cover - _first_break and iter_strings visit the same strings
-
-
-def _first_break(value: Any) -> str | None:
-    if isinstance(value, str):
-        return check_text(value)
-    if isinstance(value, dict):
-        for key, item in value.items():
-            rule = check_text(str(key)) or _first_break(item)
-            if rule is not None:
-                return rule
-    elif isinstance(value, list):
-        for item in value:
-            rule = _first_break(item)
-            if rule is not None:
-                return rule
     return None
+
+
+_SEPARATOR = "\uffff"
+
+
+def _collect(value: Any, out: list[str]) -> None:
+    """Append every string and key of a JSON value to ``out`` (iteratively: no recursion limit)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.extend(str(k) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def iter_strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:

@@ -53,27 +53,37 @@ _SECRET_SUFFIXES = ("password", "passwd", "secret", "token", "apikey", "privatek
 _NOT_SECRET_KEYS = frozenset({"tokentype", "secretname", "passwordpolicy", "tokenurl", "tokenendpoint"})
 _MASKED = re.compile(r"^(?:\*+|x+|•+|\[redacted\]|redacted|null|none|true|false|<redacted>)$", re.IGNORECASE)
 
-# (kind, literal that must be in the text, pattern, group holding the value). The literal is a
-# cheap C-speed pre-check; most leaves skip most patterns.
-_OWN_RULES: list[tuple[str, str, re.Pattern[str], int]] = [
-    ("private_key", "-----BEGIN", re.compile(
+# (kind, literals one of which must be in the text, pattern, group holding the value). The
+# literals are a cheap C-speed pre-check; most leaves skip most patterns.
+_OWN_RULES: list[tuple[str, tuple[str, ...], re.Pattern[str], int]] = [
+    ("private_key", ("-----BEGIN",), re.compile(
         r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----[\s\S]*?-----END \1-----"), 0),
-    ("aws_access_key_id", "A", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b"), 0),
-    ("jwt", "eyJ", re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 0),
-    ("slack_webhook_url", "hooks.slack", re.compile(
+    ("aws_access_key_id", ("AKIA", "ASIA", "ABIA", "ACCA"),
+     re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b"), 0),
+    ("jwt", ("eyJ",), re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), 0),
+    ("slack_webhook_url", ("hooks.slack",), re.compile(
         r"https?://hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+-]+"), 0),
-    ("discord_webhook_url", "/webhooks/", re.compile(
+    ("discord_webhook_url", ("/webhooks/",), re.compile(
         r"https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/(?:v\d+/)?webhooks/\d+/[A-Za-z0-9_-]+"), 0),
-    ("teams_webhook_url", ".webhook.office.com", re.compile(
+    ("teams_webhook_url", (".webhook.office.com",), re.compile(
         r"https://[A-Za-z0-9-]+\.webhook\.office\.com/webhook(?:b2)?/[^\s\"'<>]+"), 0),
-    ("teams_workflow_url", ".logic.azure.com", re.compile(
+    ("teams_workflow_url", (".logic.azure.com",), re.compile(
         r"https://[A-Za-z0-9.-]+\.logic\.azure\.com(?::\d+)?/workflows/[^\s\"'<>]*?sig=[^\s\"'<>&]+"), 0),
-    ("url_password", "://", re.compile(r"://[^:/?#@\s\"'<>]{0,128}:([^/?#@\s\"'<>]{1,256})@[A-Za-z0-9\[]"), 1),
-    ("query_token", "=", re.compile(
-        r"[?&;](?:access_token|token|auth|auth_token|api_key|apikey|api-key|secret|client_secret|password"
-        r"|passwd|pwd|sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature|private_token"
-        r"|refresh_token|id_token|session_token|jwt|key)=([^&#\s\"'<>]{8,})", re.IGNORECASE), 1),
+    # The hint below requires "@" as well.
+    ("url_password", ("://",), re.compile(r"://[^:/?#@\s\"'<>]{0,128}:([^/?#@\s\"'<>]{1,256})@[A-Za-z0-9\[]"), 1),
 ]
+# A leaf that matches none of these cannot match any rule above or the query rule below:
+# one C-speed search skips most leaves (node ids, API URLs, names).
+_HINT = re.compile("|".join(re.escape(lit) for _k, lits, _p, _g in _OWN_RULES for lit in lits if lit != "://")
+                   + "|@|=")
+# Query parameters whose value is a credential (matched by name after a generic parameter regex:
+# one simple pattern is much faster than a case-insensitive alternation).
+_QUERY = re.compile(r"[?&;]([A-Za-z_-]{2,30})=([^&#\s\"'<>]{8,})")
+_QUERY_NAMES = frozenset({
+    "access_token", "token", "auth", "auth_token", "api_key", "apikey", "api-key", "secret", "client_secret",
+    "password", "passwd", "pwd", "sig", "signature", "x-amz-signature", "x-amz-security-token",
+    "x-goog-signature", "private_token", "refresh_token", "id_token", "session_token", "jwt", "key",
+})
 # Userinfo "passwords" that are really markers (the token sits in the user part instead).
 _URL_PASSWORD_MARKERS = frozenset({"x-oauth-basic", "x-oauth", ""})
 
@@ -234,16 +244,20 @@ def find(payload: Any) -> list[Found]:
         if key and _secret_key(key) and not _MASKED.match(text.strip()) and text.strip():
             found.append(Found(text, "password_field" if "pass" in key.lower() else "secret_field", path))
             continue
-        if len(text) < 8:
+        if len(text) < 8 or _HINT.search(text) is None:
             continue
-        for kind, literal, pattern, group in _OWN_RULES:
-            if literal not in text:
+        for kind, literals, pattern, group in _OWN_RULES:
+            if not any(literal in text for literal in literals):
                 continue
             for m in pattern.finditer(text):
                 value = m.group(group)
                 if kind == "url_password" and value.lower() in _URL_PASSWORD_MARKERS:
                     continue
                 found.append(Found(value, kind))
+        if "=" in text:
+            for m in _QUERY.finditer(text):
+                if m.group(1).lower() in _QUERY_NAMES:
+                    found.append(Found(m.group(2), "query_token"))
     found.extend(_scan_kingfisher([leaf for leaf in leaves if len(leaf[2]) >= 8]))
     return found
 

@@ -130,3 +130,11 @@ def test_a_typical_slack_event_payload_is_accepted() -> None:
     }
     body = json.dumps(payload).encode()
     assert find_body_break(body, {"content-type": "application/json"}, payload) is None
+
+
+def test_strings_are_checked_at_once_but_never_across_two_strings() -> None:
+    assert find_break({"a": "x <", "b": "/channel>"}) is None
+    assert find_break(["%3", "C/channel"]) is None
+    assert find_break(["c\u0301", "<chan", "nel>"]) is None
+    found = find_break({"a": ["ok", {"b": "fine", "c": "<\u200bchannel"}]})
+    assert found is not None and found.path == "$.a[1].c"
