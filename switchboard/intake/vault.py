@@ -164,6 +164,9 @@ def load_key_ring(settings: Settings, *, fresh: bool = False) -> KeyRing:
             ring = parse_key_ring(settings.vault_keys)
         else:
             path = key_file(settings)
+            if not settings.is_sqlite:
+                log.warning("SWITCHBOARD_VAULT_KEYS is unset with a shared database: every process on every "
+                            "host must use the same %s, or set the same SWITCHBOARD_VAULT_KEYS everywhere", path)
             if not path.exists():
                 ring = generate_key_ring()
                 _write_key_file(path, ring)
