@@ -39,6 +39,10 @@ class Settings:
         sweep_grace_seconds: how old a ``received`` delivery must be before the sweeper takes it.
         reap_interval_seconds: how often expired leases and due retries are returned (seconds).
         log_level: ``SWITCHBOARD_LOG_LEVEL`` (DEBUG, INFO, WARNING, ERROR), default WARNING.
+        vault_keys: the vault key ring (``SWITCHBOARD_VAULT_KEYS``): comma-separated
+            ``<key id>:<32 bytes, url-safe base64>`` entries, the first one primary; ``None``
+            means the ring in ``<home>/vault.keys`` (generated, mode 0600, on first use). Never
+            shown in ``repr``.
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -52,6 +56,7 @@ class Settings:
     sweep_grace_seconds: float = 30.0
     reap_interval_seconds: float = 2.0
     log_level: str = "WARNING"
+    vault_keys: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -136,6 +141,15 @@ class Settings:
             problems.append(f"SWITCHBOARD_HOME={str(home)!r} exists and is not a folder")
         host = env.get("SWITCHBOARD_HOST", "").strip() or "127.0.0.1"
         port = integer("SWITCHBOARD_PORT", DEFAULT_PORT, 0, 65535)
+        vault_keys = env.get("SWITCHBOARD_VAULT_KEYS", "").strip() or None
+        if vault_keys is not None:
+            from switchboard.intake.vault import parse_key_ring
+
+            try:
+                parse_key_ring(vault_keys)
+            except ValueError as exc:
+                problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
+                vault_keys = None
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -147,4 +161,5 @@ class Settings:
             host=host,
             port=port,
             log_level=log_level,
+            vault_keys=vault_keys,
         )

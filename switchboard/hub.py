@@ -29,6 +29,9 @@ class Hub:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
         self.db = Database(settings)
+        from switchboard.intake import vault
+
+        vault.attach(self.db, vault.load_key_ring(settings))  # delivery bodies are sealed at rest
         self.role = role
         self.streams = AgentStreams()
         self.counters: Counter[str] = Counter()
@@ -44,6 +47,11 @@ class Hub:
             )
         else:
             self.dispatcher = _NoDispatch()
+        if role in ("serve", "worker"):
+            # The intake rules take about a second to build; not on the first delivery's clock.
+            from switchboard.intake.screening import warm_up
+
+            threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True).start()
 
     def start_sweeper(self) -> None:
         """Start the maintenance thread: the delivery sweeper and the lease reaper.

@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.errors import InvalidArgument, SwitchboardError
+from switchboard.intake import vault
 from switchboard.models import Agent, Human, Project
 from switchboard.queue import leases, todos
 
@@ -198,6 +199,12 @@ TOOLS: list[ToolSpec] = [
         "Give a todo you hold back to the queue (pending again; no failure counted).",
         _schema({"id": _ID, "lease_token": _LEASE_TOKEN}, ["id"]),
         _held_op(leases.release), _render_row),
+    ToolSpec(
+        "secret_fetch",
+        "Fetch the value behind a secret ref ([secret ref=sec_... type=...] in payloads and titles). Needs "
+        "work on the ref's project; every fetch is audited (secret.fetched) and rate limited.",
+        _schema({"ref": {"type": "string", "minLength": 1, "maxLength": 100}}, ["ref"]),
+        vault.fetch_tool, vault.render_fetch),
 ]
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 

@@ -14,6 +14,7 @@ from switchboard.models.principals import (
     ProjectOwner,
     Token,
 )
+from switchboard.models.secrets import SecretRef
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -30,6 +31,7 @@ __all__ = [
     "Identity",
     "Project",
     "ProjectOwner",
+    "SecretRef",
     "Source",
     "SourceSecret",
     "Todo",

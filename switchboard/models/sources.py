@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
+from switchboard.intake.vault import SealedBytes
 from switchboard.models.base import json_column, new_id, time_column
 
 
@@ -63,7 +64,8 @@ class Delivery(SQLModel, table=True):
     event: str | None = Field(default=None, max_length=100)
     content_type: str | None = Field(default=None, max_length=200)
     headers: dict[str, Any] | None = Field(default=None, sa_column=json_column())
-    raw_body: bytes | None = Field(default=None, sa_column=sa.Column(sa.LargeBinary, nullable=True))
+    # Sealed with the vault key ring on write, opened on read (DESIGN.md §2).
+    raw_body: bytes | None = Field(default=None, sa_column=sa.Column(SealedBytes(), nullable=True))
     body_bytes: int = Field(default=0)
     human_id: str | None = Field(default=None, foreign_key="humans.id", max_length=40)
     quarantine_reason: str | None = Field(default=None, max_length=40)

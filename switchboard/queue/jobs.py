@@ -1,7 +1,8 @@
 """Processing a stored delivery into a todo or feed event (DESIGN.md §2).
 
-``process_delivery`` is the one job: parse, attribute (else quarantine), reject ``<channel>``
-breaks, then route to a todo and/or feed event in ONE transaction with the delivery's new
+``process_delivery`` is the one job: parse, screen (reject ``<channel>`` breaks, secrets to
+refs: :mod:`switchboard.intake.screening`), attribute (else quarantine), seal the refs in the
+vault, then route to a todo and/or feed event in ONE transaction with the delivery's new
 state. It is safe to run any number of times and in many processes at once: only a delivery
 still in ``received`` is taken (row-locked on PostgreSQL, under the single writer on SQLite),
 and the unique origin keys make each todo and event exactly once.
@@ -10,14 +11,17 @@ and the unique origin keys make each todo and event exactly once.
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
+from sqlmodel import Session
 
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
-from switchboard.intake.channel_break import breaks_channel, find_break
+from switchboard.intake import screening, vault
+from switchboard.intake.channel_break import Break
 from switchboard.models import Delivery, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify.wakes import Wake, ring
@@ -54,21 +58,16 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
             envelope = adapter.parse(delivery.raw_body or b"", delivery.headers or {})
         except InvalidArgument as exc:  # MalformedPayload, MalformedRequest
             delivery.status, delivery.error_code, delivery.error_detail = "failed", exc.code, exc.message
+            delivery.raw_body = None  # nothing of an unparseable body is kept or shown
             return delivery.status
         delivery.event = envelope.kind[:100]
 
-        path = find_break(envelope.payload)
-        if path is None and envelope.title is not None and breaks_channel(envelope.title):
-            path = "title"
-        if path is not None:
-            # Nothing else of a rejected delivery is kept or shown (DESIGN.md §5).
-            delivery.status, delivery.error_code, delivery.error_detail = "rejected", "channel_break", path[:500]
-            delivery.raw_body = None
-            feed.append(session, hub.clock, project.id, "delivery.rejected",
-                        f"Rejected {envelope.kind} delivery: channel tag at {path[:200]}",
-                        subject_id=delivery.id, data={"path": path[:500], "rule": "channel_break"},
-                        origin_key=f"{delivery.id}:rejected")
-            return delivery.status
+        screened = screening.screen(delivery.raw_body or b"", delivery.headers or {}, envelope, adapter,
+                                    source.queue)
+        if screened.rejected is not None:
+            return _reject(hub, session, delivery, project.id, envelope.kind, screened.rejected)
+        assert screened.envelope is not None
+        envelope = screened.envelope
 
         if envelope.event == "ping":
             delivery.status = "processed"
@@ -85,6 +84,8 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
                         origin_key=f"{delivery.id}:quarantined")
             return delivery.status
         delivery.human_id = who.human_id
+        if screened.secrets:
+            vault.store(session, vault.load_key_ring(hub.settings), project.id, delivery.id, screened.secrets, now)
 
         if envelope.title is None:
             delivery.status = "processed"
@@ -122,6 +123,24 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
             delivery.processed_at = hub.clock.now()
             log.error("delivery %s failed processing %d times; marked failed", delivery_id,
                       delivery.process_failures)
+_SAFE_KIND = re.compile(r"[^a-z0-9_.-]")
+
+
+def _reject(hub: Hub, session: Session, delivery: Delivery, project_id: str, kind: str, found: Break) -> str:
+    """Mark a delivery ``rejected`` for a channel break; drop its body (DESIGN.md §5).
+
+    The feed event names the field path and rule, never the offending text: paths name only
+    plain keys, and the kind is cut to ``[a-z0-9_.-]``.
+    """
+    safe_kind = _SAFE_KIND.sub("_", kind.lower())[:100]
+    delivery.status, delivery.error_code, delivery.error_detail = "rejected", "channel_break", found.path[:500]
+    delivery.event = safe_kind
+    delivery.raw_body = None
+    feed.append(session, hub.clock, project_id, "delivery.rejected",
+                f"Rejected {safe_kind} delivery: channel tag at {found.path[:200]}",
+                subject_id=delivery.id, data={"path": found.path[:500], "rule": found.rule},
+                origin_key=f"{delivery.id}:rejected")
+    return delivery.status
 
 
 def sweep(hub: Hub, older_than_seconds: float) -> int:

@@ -1,0 +1,155 @@
+"""The channel-break rule on single strings: the shared cases, lookalikes, decoded views, the fast path."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+import pytest
+
+from switchboard.intake.channel_break import (
+    _TAG,
+    RULE_DECODED,
+    RULE_PLAIN,
+    _decode,
+    _fold,
+    _normal,
+    _tables,
+    check_text,
+    find_break,
+)
+from tests.conftest import CASES
+
+_LINES = [json.loads(line) for line in (CASES / "channel-break.jsonl").read_text(encoding="utf-8").splitlines()
+          if line.strip()]
+
+
+@pytest.mark.parametrize("case", _LINES, ids=[c["why"] for c in _LINES])
+def test_every_shared_case_gets_its_verdict(case: dict[str, str]) -> None:
+    assert (check_text(case["text"]) is not None) == (case["verdict"] == "reject"), case
+
+
+@pytest.mark.parametrize("text", [
+    "<!channel> deploy is done", "<#C123|general> please look", "<@U024BE7LH> hi", "<https://x.io|link>",
+    "x <= y && y >= z", "see </a> and <b>", "channel", "«channel»", "1 < 2", "50% off & more",
+])
+def test_ordinary_text_and_slack_markup_pass(text: str) -> None:
+    assert check_text(text) is None
+
+
+@pytest.mark.parametrize("text", [
+    "\u2039/channel\u203a",            # single angle quotation marks (confusables: ‹ → <)
+    "<\u2215channel>",                 # division slash
+    "</\u0441h\u0430nnel>",            # Cyrillic es and a
+    "</channe1>",                      # digit one → l
+    "</CHANNEI>",                      # capital I → l
+    "<\u2060/channel>",                # word joiner
+    "</chan\u0332nel>",                # combining low line
+    "</chan\x00nel>",                  # NUL
+    "<channel\u200bsource=\"x\">",     # an ignorable keeps the word boundary
+    "\u3008/channel\u3009",            # CJK angle brackets (explicit list)
+    "<\\/channel>",                    # JSON-escaped slash
+])
+def test_lookalikes_and_invisibles_are_rejected(text: str) -> None:
+    assert check_text(text) == RULE_PLAIN
+
+
+@pytest.mark.parametrize("text", [
+    "\\u003c/channel\\u003e", "\\x3c/channel\\x3e", "&lt;/channel&gt;", "&#x3c;/channel&#x3e;",
+    "%3C%2Fchannel%3E", "%253C%252Fchannel%253E", "&amp;lt;/channel&amp;gt;", "\\u0026lt;/channel",
+    "\uff05\uff13\uff23/channel",      # fullwidth percent-encoding
+])
+def test_decoded_views_are_checked(text: str) -> None:
+    assert check_text(text) == RULE_DECODED
+
+
+def test_three_layers_of_encoding_are_not_decoded() -> None:
+    assert check_text("%25253C/channel") is None
+
+
+def test_find_break_names_a_key_without_echoing_it() -> None:
+    found = find_break({"a": [{"ok": 1, "</channel>": "x"}]})
+    assert found is not None and found.path == "$.a[0].{key#1}" and found.rule == RULE_PLAIN
+
+
+def test_trigger_set_is_complete_over_every_code_point() -> None:
+    """A character outside the trigger set can never put a < (or a decoder start) in a view."""
+    t = _tables()
+    missing = []
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if t.trigger.search(ch):
+            continue
+        nfkd = unicodedata.normalize("NFKD", ch)
+        if any(c in nfkd for c in "<&%\\") or "<" in _fold(_normal(ch, t), t):
+            missing.append(hex(cp))
+    assert missing == []
+
+
+def _reference(text: str) -> bool:
+    """The rule as specified: build the detection view, then search the plain regex (views 0-2)."""
+    t = _tables()
+    normal = _normal(text, t)
+    for depth in range(3):
+        if _TAG.search(_fold(normal, t)):
+            return True
+        decoded = _decode(normal)
+        if decoded == normal:
+            return False
+        normal = _normal(decoded, t)
+    return False
+
+
+def test_fast_regex_agrees_with_the_detection_view_for_every_lookalike_in_every_slot() -> None:
+    t = _tables()
+    base = "</channel>"
+    chars = set(t.mapping) | set("</>CHANELchanel|1I\\ ") | {"\u0130", "\u212a", "\u017f", "\u0399"}
+    disagreements = []
+    for i in range(len(base) + 1):
+        for ch in chars:
+            for text in (base[:i] + ch + base[i + 1:], base[:i] + ch + base[i:], f"x {base[:i]}{ch}"):
+                if (check_text(text) is not None) != _reference(text):
+                    disagreements.append(text)
+    for case in _LINES:
+        assert (check_text(case["text"]) is not None) == _reference(case["text"]), case
+    assert disagreements == []
+
+
+def test_a_typical_slack_event_payload_is_accepted() -> None:
+    from switchboard.intake.screening import find_body_break
+
+    payload = {
+        "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "team_id": "T024BE7LD", "api_app_id": "A0KRD7HC3",
+        "event": {"type": "message", "channel": "C024BE7LR", "user": "U2147483697",
+                  "text": "<!channel> deploy is done, see <#C024BE7LR|general> and <@U2147483697> "
+                          "<https://example.com/runs/42|run 42> &lt;3",
+                  "blocks": [{"type": "rich_text", "elements": [{"type": "rich_text_section", "elements": [
+                      {"type": "broadcast", "range": "channel"}, {"type": "channel", "channel_id": "C024BE7LR"}]}]}],
+                  "ts": "1355517523.000005", "channel_type": "channel"},
+        "type": "event_callback", "event_id": "Ev0PV52K21", "event_time": 1355517523,
+    }
+    body = json.dumps(payload).encode()
+    assert find_body_break(body, {"content-type": "application/json"}, payload) is None
+
+
+def test_strings_are_checked_at_once_but_never_across_two_strings() -> None:
+    assert find_break({"a": "x <", "b": "/channel>"}) is None
+    assert find_break(["%3", "C/channel"]) is None
+    assert find_break(["c\u0301", "<chan", "nel>"]) is None
+    found = find_break({"a": ["ok", {"b": "fine", "c": "<\u200bchannel"}]})
+    assert found is not None and found.path == "$.a[1].c"
+
+
+@pytest.mark.parametrize("text", [
+    "<\u0338/channel>", "</cha\u0301nnel>", "</channe\u0301l>", "</c\u0327hannel>", "</chan\u0303nel>",
+    "</ch\u2800annel>", "</ch\u0903annel>", "\u226e/channel>",
+])
+def test_marks_that_compose_with_a_letter_do_not_hide_the_tag(text: str) -> None:
+    assert check_text(text) is not None
+    assert _reference(text)
+
+
+@pytest.mark.timeout(60)  # a hang guard, not a speed goal: the backtracking pattern took minutes
+def test_long_runs_of_whitespace_after_lt_do_not_backtrack() -> None:
+    text = ("<" + "\t" * 65000 + "x") * 20
+    assert check_text(text) is None

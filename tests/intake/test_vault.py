@@ -1,0 +1,183 @@
+"""The vault: AES-256-GCM records bound to ref and project, the key ring, rotation."""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from switchboard.config import Settings
+from switchboard.errors import ConfigError, SwitchboardError
+from switchboard.hub import Hub
+from switchboard.intake import vault
+from switchboard.intake.secrets import MintedRef, new_ref
+from switchboard.models import SecretRef
+from tests.conftest import World, cli, cli_env
+
+
+def _key() -> str:
+    return base64.urlsafe_b64encode(os.urandom(32)).decode()
+
+
+def _store(hub: Hub, project_id: str, value: str) -> str:
+    ref = new_ref()
+    with hub.db.write() as s:
+        vault.store(s, vault.load_key_ring(hub.settings), project_id, None, [MintedRef(ref, "github_pat", value)],
+                    hub.clock.now())
+    return ref
+
+
+def _record(hub: Hub, ref: str) -> SecretRef:
+    with hub.db.read() as s:
+        row = s.get(SecretRef, ref)
+        s.expunge(row)
+        return row
+
+
+def test_key_file_is_generated_with_mode_0600(settings: Settings) -> None:
+    ring = vault.load_key_ring(settings, fresh=True)
+    path = settings.home / "vault.keys"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert vault.load_key_ring(settings, fresh=True).keys == ring.keys
+    assert ring.keys[ring.primary] not in repr(ring).encode() and _b(ring) not in repr(ring)
+
+
+def _b(ring: vault.KeyRing) -> str:
+    return base64.urlsafe_b64encode(ring.keys[ring.primary]).decode()
+
+
+def test_a_record_opens_only_for_its_own_ref_and_project(world: World) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        ref = _store(hub, world.project_id, "ghp_value")
+        row = _record(hub, ref)
+        ring = vault.load_key_ring(world.settings)
+        assert b"ghp_value" not in row.ciphertext and len(row.nonce) == 12
+        assert vault.open_record(ring, row) == "ghp_value"
+        for change in ({"ref": new_ref()}, {"project_id": "prj_other"}, {"version": 2},
+                       {"ciphertext": row.ciphertext[:-1] + bytes([row.ciphertext[-1] ^ 1])}):
+            moved = SecretRef(**{**row.model_dump(), **change})
+            with pytest.raises(SwitchboardError) as info:
+                vault.open_record(ring, moved)
+            assert "ghp_value" not in str(info.value)
+        other = _record(hub, _store(hub, world.project_id, "ghp_value"))
+        assert other.nonce != row.nonce and other.ciphertext != row.ciphertext
+    finally:
+        hub.close()
+
+
+def test_key_ring_parsing_and_errors_never_show_key_material() -> None:
+    k1, k2 = _key(), _key()
+    ring = vault.parse_key_ring(f"new:{k2}, old:{k1}")
+    assert ring.primary == "new" and ring.ids == ["new", "old"]
+    for bad in ("", "nocolon", f"bad id:{k1}", "k:" + base64.urlsafe_b64encode(b"short").decode(),
+                f"k:{k1},k:{k2}", "k:!!!"):
+        with pytest.raises(ValueError) as info:
+            vault.parse_key_ring(bad)
+        assert k1 not in str(info.value) and k2 not in str(info.value)
+
+
+def test_settings_validate_vault_keys_without_echoing_them(tmp_path: Path) -> None:
+    key = _key()
+    s = Settings.from_env({"SWITCHBOARD_HOME": str(tmp_path), "SWITCHBOARD_VAULT_KEYS": f"k1:{key}"})
+    assert s.vault_keys == f"k1:{key}" and key not in repr(s)
+    with pytest.raises(ConfigError) as info:
+        Settings.from_env({"SWITCHBOARD_VAULT_KEYS": "k1:" + key[:20], "SWITCHBOARD_PORT": "x"})
+    assert len(info.value.problems) == 2 and key[:20] not in str(info.value.problems)
+
+
+def test_rotation_with_the_key_file_re_encrypts_and_retires_the_old_key(world: World) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        refs = [_store(hub, world.project_id, f"value-{i}") for i in range(3)]
+        old = vault.load_key_ring(world.settings).primary
+        done = vault.rotate(hub)
+        assert done.re_encrypted == 3 and done.retired == [old] and done.primary != old
+        ring = vault.load_key_ring(world.settings, fresh=True)
+        assert ring.ids == [done.primary]
+        assert [vault.open_record(ring, _record(hub, r)) for r in refs] == ["value-0", "value-1", "value-2"]
+        with hub.db.read() as s:
+            assert {r.key_id for r in s.execute(select(SecretRef)).scalars()} == {done.primary}
+    finally:
+        hub.close()
+
+
+def test_rotation_with_env_keys_moves_records_to_the_new_primary(tmp_path: Path, world: World) -> None:
+    k_old, k_new = _key(), _key()
+    settings = world.settings.with_overrides(vault_keys=f"old:{k_old}")
+    hub = Hub(settings, role="cli")
+    try:
+        ref = _store(hub, world.project_id, "v1")
+    finally:
+        hub.close()
+    hub = Hub(settings.with_overrides(vault_keys=f"new:{k_new},old:{k_old}"), role="cli")
+    try:
+        done = vault.rotate(hub)
+        assert (done.primary, done.re_encrypted, done.retired) == ("new", 1, ["old"])
+        ring = vault.parse_key_ring(f"new:{k_new}")
+        assert vault.open_record(ring, _record(hub, ref)) == "v1"
+    finally:
+        hub.close()
+
+
+def test_vault_rotate_command(world: World) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        _store(hub, world.project_id, "v1")
+    finally:
+        hub.close()
+    out = cli(cli_env(world.settings.home), "vault", "rotate")
+    assert out["re_encrypted"] == 1 and len(out["retired"]) == 1
+    assert (world.settings.home / "vault.keys").read_text().count(":") == 1
+
+
+def test_delivery_bodies_are_sealed_at_rest_and_opened_on_read(world: World) -> None:
+    from sqlalchemy import text
+
+    from switchboard.models import Delivery
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        body = b'{"token": "plain-body-secret-123"}'
+        with hub.db.write() as s:
+            d = Delivery(source_id=world.source_id, project_id=world.project_id, raw_body=body)
+            s.add(d)
+        with hub.db.read() as s:
+            stored = s.execute(text("SELECT raw_body FROM deliveries")).scalar_one()
+            assert stored.startswith(vault.BODY_MAGIC) and b"plain-body-secret" not in stored
+            assert s.get(Delivery, d.id).raw_body == body
+        done = vault.rotate(hub)
+        with hub.db.read() as s:
+            stored = s.execute(text("SELECT raw_body FROM deliveries")).scalar_one()
+            assert done.primary.encode() in stored[:20]
+            assert s.get(Delivery, d.id).raw_body == body
+    finally:
+        hub.close()
+
+
+def test_a_body_written_before_sealing_still_reads_and_tampering_fails() -> None:
+    ring = vault.generate_key_ring()
+    assert vault.open_body(ring, b'{"clear": 1}') == b'{"clear": 1}'
+    sealed = vault.seal_body(ring, b"body")
+    assert vault.open_body(ring, sealed) == b"body"
+    with pytest.raises(SwitchboardError):
+        vault.open_body(ring, sealed[:-1] + bytes([sealed[-1] ^ 1]))
+    with pytest.raises(SwitchboardError):
+        vault.open_body(vault.generate_key_ring(), sealed)
+
+
+def test_writing_a_body_without_a_key_ring_fails_closed(world: World) -> None:
+    from switchboard.db import Database
+    from switchboard.models import Delivery
+
+    db = Database(world.settings)  # no Hub: nothing attached the ring
+    try:
+        with pytest.raises(Exception, match="without the vault key ring"):  # wrapped by SQLAlchemy
+            with db.write() as s:
+                s.add(Delivery(source_id=world.source_id, project_id=world.project_id, raw_body=b"x"))
+    finally:
+        db.dispose()
