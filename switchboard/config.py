@@ -36,6 +36,8 @@ class Settings:
             default ``127.0.0.1:8080``).
         sweep_interval_seconds: how often stuck deliveries are re-processed (seconds).
         sweep_grace_seconds: how old a ``received`` delivery must be before the sweeper takes it.
+        quarantine_days: how long a quarantined delivery waits for a human before it expires
+            (``SWITCHBOARD_QUARANTINE_DAYS``, default 30).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -47,6 +49,7 @@ class Settings:
     port: int = DEFAULT_PORT
     sweep_interval_seconds: float = 15.0
     sweep_grace_seconds: float = 30.0
+    quarantine_days: int = 30
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -125,6 +128,7 @@ class Settings:
         max_body = integer("SWITCHBOARD_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024, 1 << 31)
         host = env.get("SWITCHBOARD_HOST", "").strip() or "127.0.0.1"
         port = integer("SWITCHBOARD_PORT", DEFAULT_PORT, 0, 65535)
+        quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -135,4 +139,5 @@ class Settings:
             max_body_bytes=max_body,
             host=host,
             port=port,
+            quarantine_days=quarantine_days,
         )

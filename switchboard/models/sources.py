@@ -22,6 +22,9 @@ class Source(SQLModel, table=True):
     provider: str = Field(max_length=40)
     queue: str = Field(default="default", max_length=100)
     enabled: bool = Field(default=True)
+    trusted_humans: list[str] | None = Field(default=None, sa_column=json_column())
+    """Human ids whose deliveries may become work; ``None`` means every human with an identity
+    on the provider who owns an agent granted on the project (DESIGN.md §5)."""
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
 
 
@@ -41,7 +44,8 @@ class Delivery(SQLModel, table=True):
     """One received HTTP request to a source, stored with its verdict.
 
     States: ``received`` (stored, acked, not processed yet) → ``processed`` | ``quarantined``
-    | ``rejected`` | ``failed``.
+    | ``rejected`` | ``failed``. A quarantined delivery is ``released`` back to ``received``
+    (processed again, once) or ``discarded``, and ``expired`` after the quarantine retention.
     """
 
     __tablename__ = "deliveries"
@@ -67,3 +71,6 @@ class Delivery(SQLModel, table=True):
     todo_id: str | None = Field(default=None, max_length=40)
     received_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
     processed_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    released_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    released_by: str | None = Field(default=None, max_length=40)
+    """The human who released it from quarantine (and answers for it when it has no identity)."""

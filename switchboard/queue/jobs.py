@@ -10,18 +10,20 @@ and the unique origin keys make each todo and event exactly once.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from switchboard.errors import MalformedPayload
 from switchboard.feed import events as feed
-from switchboard.intake.attribution import attribute
+from switchboard.intake import quarantine
+from switchboard.intake.attribution import Attribution, attribute
 from switchboard.intake.channel_break import breaks_channel, find_break
 from switchboard.models import Delivery, Project, Source
 from switchboard.notify.wakes import Wake, wake_for
 from switchboard.queue import todos
-from switchboard.sources import adapter_for
+from switchboard.sources import SOURCE_SENDER, adapter_for
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -75,13 +77,19 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
                         subject_id=delivery.id, data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
             return delivery.status
 
-        who = attribute(session, envelope.sender)
+        sender = envelope.sender
+        if sender is not None and sender.external_id == SOURCE_SENDER:
+            sender = replace(sender, external_id=source.id)
+        who = attribute(session, sender, source)
+        if who.human_id is None and delivery.released_by is not None:
+            # A human released it from quarantine and answers for it.
+            who = Attribution(delivery.released_by, None)
         if who.human_id is None:
             delivery.status, delivery.quarantine_reason = "quarantined", who.reason
             feed.append(session, hub.clock, project.id, "delivery.quarantined",
                         f"Quarantined {envelope.kind} delivery: {who.reason}", subject_id=delivery.id,
                         data={"reason": who.reason, "kind": envelope.kind},
-                        origin_key=f"{delivery.id}:quarantined")
+                        origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}")
             return delivery.status
         delivery.human_id = who.human_id
 
@@ -106,7 +114,7 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
 
 
 def sweep(hub: Hub, older_than_seconds: float) -> int:
-    """Re-dispatch deliveries left in ``received`` (e.g. after a crash).
+    """Re-dispatch deliveries left in ``received`` (e.g. after a crash); expire old quarantine.
 
     Returns:
         How many were handed to the dispatcher.
@@ -123,6 +131,10 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
         hub.dispatcher.submit(delivery_id)
     if ids:
         log.info("sweeper re-dispatched %d stuck deliveries", len(ids))
+    with hub.db.write() as session:
+        expired = quarantine.expire(session, hub.clock, timedelta(days=hub.settings.quarantine_days))
+    if expired:
+        log.info("expired %d quarantined deliveries", expired)
     return len(ids)
 
 

@@ -12,52 +12,23 @@ Source: https://docs.github.com/en/webhooks/webhook-events-and-payloads
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload
-from switchboard.sources import Envelope, Sender
+from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.bodies import TITLE_MAX_CHARS, is_form, load_form, load_json_object, one_line
 from switchboard.verifiers import hub_signature
 
-TITLE_MAX_CHARS = 200
-_SPACE = re.compile(r"\s+")
+__all__ = ["ADAPTER", "TITLE_MAX_CHARS", "GitHubSource", "load_json_object", "one_line", "title_for"]
 
-
-def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
-    """Collapse whitespace (newlines included) and cut to ``limit`` characters with ``…``."""
-    line = _SPACE.sub(" ", str(text)).strip()
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def load_json_object(data: bytes | str) -> dict[str, Any]:
-    """Parse strict JSON (UTF-8, no NaN/Infinity) that must be an object.
-
-    Raises:
-        MalformedPayload: with a short reason; never echoes the body.
-    """
-    try:
-        value = json.loads(data, parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise MalformedPayload("body is not valid UTF-8") from None
-    except (ValueError, RecursionError):
-        raise MalformedPayload("body is not valid JSON") from None
-    if not isinstance(value, dict):
-        raise MalformedPayload("body must be a JSON object")
-    return value
-
-
-class GitHubSource:
+class GitHubSource(BaseSource):
     """The GitHub adapter (see module docstring)."""
 
     provider = "github"
+
+    secret_help = "a GitHub webhook secret"
 
     def validate_secret(self, secret: str) -> None:
         """GitHub secrets are free text; refuse empty or whitespace-padded ones.
@@ -70,9 +41,21 @@ class GitHubSource:
         if len(secret) > 256:
             raise InvalidArgument("a GitHub webhook secret must be at most 256 characters")
 
+    def validate_identity(self, workspace: str, external_id: str) -> None:
+        """A GitHub identity is the numeric ``sender.id``, with no workspace.
+
+        Raises:
+            InvalidArgument: a login instead of the id, or a workspace given.
+        """
+        if not external_id.isdigit():
+            raise InvalidArgument("a GitHub external id is the numeric user id (sender.id), not the login")
+        if workspace:
+            raise InvalidArgument("GitHub identities have no workspace")
+
     def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
         """Verify ``X-Hub-Signature-256`` over the raw bytes (GitHub has no timestamp)."""
         hub_signature.verify(body, headers.get("x-hub-signature-256"), secrets)
+
 
     def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
         """``<hook id>:<delivery guid>``, or ``None`` when GitHub's delivery header is absent."""
@@ -88,17 +71,11 @@ class GitHubSource:
         Raises:
             MalformedPayload: the body or its ``payload`` field is not a JSON object.
         """
-        content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if content_type == "application/x-www-form-urlencoded":
-            try:
-                text = body.decode("utf-8")
-                fields = parse_qs(text, keep_blank_values=True, strict_parsing=False, errors="strict")
-            except (UnicodeDecodeError, ValueError):
-                raise MalformedPayload("form body is not valid UTF-8 URL encoding") from None
-            values = fields.get("payload")
-            if not values:
+        if is_form(headers):
+            fields = load_form(body)
+            if "payload" not in fields:
                 raise MalformedPayload("form body has no 'payload' field")
-            payload = load_json_object(values[0])
+            payload = load_json_object(fields["payload"])
         else:
             payload = load_json_object(body)
         event = one_line(headers.get("x-github-event", "") or "unknown", 60)
@@ -107,9 +84,8 @@ class GitHubSource:
         sender = _sender(payload)
         if event == "ping":
             return Envelope(event, None, payload, sender, title=None,
-                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}",
-                            handshake={"pong": True})
-        title = _title(event, action, payload)
+                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}")
+        title = title_for(event, action, payload)
         summary = None if title else one_line(f"GitHub {event}{'.' + action if action else ''} in {_repo(payload)}")
         return Envelope(event, action, payload, sender, title=title, summary=summary)
 
@@ -141,8 +117,11 @@ def _get(payload: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
-def _title(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
-    """One-line titles for the events users act on; ``None`` for feed-only events."""
+def title_for(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
+    """One-line titles for the events users act on; ``None`` for feed-only events.
+
+    Also used by Gitea and Forgejo, whose payloads follow GitHub's shapes.
+    """
     repo = _repo(p)
     act = action or "updated"
     if event == "issues":
