@@ -47,6 +47,8 @@ class GitLabSource(BaseSource):
             if key.kind != "hmac":
                 raise InvalidArgument("a GitLab signing token is an HMAC secret (whsec_)")
             return
+        if standard_webhooks.SECRET_PREFIX in secret:
+            raise InvalidArgument("a GitLab signing token starts with 'whsec_' (paste it without a prefix)")
         self.validate_free_text_secret(secret, max_chars=255)
 
     def validate_identity(self, workspace: str, external_id: str) -> None:

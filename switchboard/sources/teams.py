@@ -25,6 +25,7 @@ from switchboard.sources import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import get, load_json_object, one_line, text
 from switchboard.verifiers import teams_hmac
 
+_MENTION = re.compile(r"<at>[^<]{0,200}</at>")
 _TAG = re.compile(r"<[^>]{0,200}>")
 _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
@@ -89,7 +90,7 @@ class TeamsSource(BaseSource):
         sender = Sender("teams", "", aad.lower(), name) if aad else None
         title = None
         if kind == "message":
-            said = html.unescape(_TAG.sub("", str(payload.get("text") or "")))
+            said = html.unescape(_TAG.sub("", _MENTION.sub("", str(payload.get("text") or ""))))
             title = one_line(f"Teams message from {name or 'someone'}: {said}")
         summary = None if title else one_line(f"Teams {kind} activity")
         return Envelope("activity", kind, payload, sender, title=title, summary=summary)
