@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx2
+from urllib.parse import urlsplit
 
 from switchboard import directory
 from switchboard.config import Settings
@@ -26,6 +28,21 @@ class MultiApp:
 
     def post(self, provider: str, body: bytes, headers: dict[str, str]) -> httpx2.Response:
         return httpx2.post(f"{self.url}/hooks/{self.sources[provider]}", content=body, headers=headers, timeout=30)
+
+    def post_raw(self, provider: str, body: bytes, headers: dict[str, str]) -> tuple[int, str]:
+        """POST with headers written verbatim on the socket; returns ``(status, body text)``."""
+        parts = urlsplit(self.url)
+        head = f"POST /hooks/{self.sources[provider]} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head += f"Content-Length: {len(body)}\r\n\r\n"
+        with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+            sock.sendall(head.encode("latin-1") + body)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        answer = b"".join(chunks).decode("latin-1")
+        status = int(answer.split(" ", 2)[1])
+        return status, answer.split("\r\n\r\n", 1)[1] if "\r\n\r\n" in answer else ""
 
     def delivery(self, delivery_id: str) -> Delivery:
         with self.hub.db.read() as s:
