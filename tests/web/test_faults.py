@@ -148,8 +148,10 @@ def test_fault9_signature_list_with_one_valid_entry(multi: MultiApp, prefix: str
 # 11. Timestamp windows -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("provider", ["slack", "standard_webhooks"])
-@pytest.mark.parametrize("offset,ok", [(-30, True), (30, True), (-301, False), (301, False)])
+@pytest.mark.parametrize("offset,ok", [(-30, True), (30, True), (-310, False), (310, False)])
 def test_fault11_window(multi: MultiApp, provider: str, offset: int, ok: bool) -> None:
+    """Over HTTP with the wall clock, a margin covers the request's own latency; the exact
+    ±300/301 s edges are in ``tests/verifiers/test_schemes.py`` with an injected clock."""
     body = json.dumps(payload(provider)).encode()
     resp = multi.post(provider, body, sign(provider, body, ts=now() + offset))
     assert (resp.status_code == 202) if ok else (resp.status_code == 401), resp.text
