@@ -6,7 +6,6 @@ values (the Ed25519 pair is RFC 8032 section 7.1 TEST 1).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json

@@ -9,6 +9,7 @@
 - Dedup key: the interaction ``id``.
 - Sender: ``member.user.id`` (in a guild) or ``user.id`` (in a DM), no workspace (Discord user
   ids are global); bot when ``user.bot``.
+- The interaction ``token`` (a short-lived credential) is dropped from the parsed payload.
 
 Source: https://discord.com/developers/docs/interactions/receiving-and-responding
 """
@@ -81,6 +82,9 @@ class DiscordSource(BaseSource):
         itype = payload.get("type")
         if itype == PING and not isinstance(itype, bool):
             return Envelope("ping", None, payload, handshake={"type": 1})
+        # The interaction token lets its holder post as the app for 15 minutes: it stays in the
+        # stored raw body (for replies) and never reaches an agent.
+        payload.pop("token", None)
         name = _NAMES.get(itype, "unknown") if isinstance(itype, int) and not isinstance(itype, bool) else "unknown"
         user = get(payload, "member", "user") if isinstance(get(payload, "member", "user"), dict) else payload.get("user")
         uid = text(get(user, "id"))

@@ -23,7 +23,8 @@ def test_ping_is_a_handshake() -> None:
 
 
 def test_command_in_guild_names_member_user() -> None:
-    env = ADAPTER.parse(_interaction(), H)
+    env = ADAPTER.parse(_interaction(token="aW50ZXJhY3Rpb24"), H)
+    assert "token" not in env.payload
     assert env.sender is not None and env.sender.external_id == "80351110224678912" and env.sender.workspace == ""
     assert env.title == "Discord /review from nelly: pr=12"
     assert ADAPTER.dedup_key(H, _interaction()) == "42"
