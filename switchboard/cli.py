@@ -20,7 +20,8 @@ import click
 
 from switchboard import __version__, directory
 from switchboard.config import LOG_LEVELS, Settings
-from switchboard.errors import ConfigError, SwitchboardError
+from switchboard.errors import ConfigError, InvalidArgument, SwitchboardError
+from switchboard.sources import PROVIDERS
 
 
 def _settings() -> Settings:
@@ -149,9 +150,14 @@ def identity() -> None:
 
 @identity.command("link")
 @click.option("--human", "human_name", required=True, help="The human's name.")
-@click.option("--provider", required=True, help="Provider, e.g. github.")
-@click.option("--external-id", required=True, help="The provider's stable user id (GitHub: numeric sender.id).")
-@click.option("--workspace", default="", help="Provider tenant (Slack team id); empty for GitHub.")
+@click.option("--provider", required=True, help="One of: " + ", ".join(PROVIDERS) + ".")
+@click.option("--external-id", required=True,
+              help="The provider's stable user id: GitHub/Gitea/Forgejo sender.id, GitLab user.id, Slack user "
+                   "id (U…), Discord user id, Teams aadObjectId, Mattermost user_id, Telegram from.id, "
+                   "Standard Webhooks: the source id.")
+@click.option("--workspace", default="",
+              help="Provider tenant: Slack team id (T…), Mattermost team_id, GitLab/Gitea/Forgejo instance host "
+                   "(gitlab.com, codeberg.org); empty for GitHub, Discord, Teams, Telegram.")
 @click.option("--login", default=None, help="Display handle, for reading only.")
 @admin
 def identity_link(human_name: str, provider: str, external_id: str, workspace: str,
@@ -159,8 +165,9 @@ def identity_link(human_name: str, provider: str, external_id: str, workspace: s
     """Link a provider account to a human."""
     with _hub_cli().db.write() as s:
         i = directory.link_identity(s, human_name, provider, external_id, workspace, login)
-        return ({"id": i.id, "human": human_name, "provider": i.provider, "external_id": i.external_id},
-                f"linked {provider} {external_id} to {human_name}")
+        return ({"id": i.id, "human": human_name, "provider": i.provider, "workspace": i.workspace,
+                 "external_id": i.external_id},
+                f"linked {provider} {(i.workspace + ':') if i.workspace else ''}{i.external_id} to {human_name}")
 
 
 @main.group()
@@ -199,8 +206,11 @@ def source() -> None:
 
 @source.command("add")
 @click.option("--project", "project_name", required=True)
-@click.option("--provider", required=True, help="github")
-@click.option("--secret", default=None, help="Webhook secret; generated when omitted.")
+@click.option("--provider", required=True, help="One of: " + ", ".join(PROVIDERS) + ".")
+@click.option("--secret", default=None,
+              help="Secret or key: generated when omitted for github, gitea, forgejo, gitlab, telegram, "
+                   "standard_webhooks; required for slack (signing secret), discord (public key, hex), "
+                   "teams (security token, base64), mattermost (token).")
 @click.option("--queue", default="default", show_default=True, help="Queue for the todos it makes.")
 @admin
 def source_add(project_name: str, provider: str, secret: str | None, queue: str) -> tuple[dict[str, Any], str]:
@@ -209,9 +219,116 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str)
     with hub.db.write() as s:
         src, value = directory.add_source(s, project_name, provider, secret, queue)
     url = f"{hub.settings.public_url}/hooks/{src.id}"
-    text = (f"source {src.id}\nwebhook URL: {url}\nsecret (shown once): {value}\n"
-            "content type: application/json (form-encoded also works)")
-    return {"id": src.id, "url": url, "secret": value, "provider": provider, "queue": queue}, text
+    generated = secret is None
+    text = f"source {src.id}\nwebhook URL: {url}\n" + (f"secret (shown once): {value}\n" if generated else "")
+    text += "content type: application/json (form-encoded also works)"
+    data = {"id": src.id, "url": url, "provider": provider, "queue": queue}
+    if generated:
+        data["secret"] = value
+    return data, text
+
+
+@source.command("rotate-secret")
+@click.argument("source_id")
+@click.option("--keep-old-for", default="24h", show_default=True,
+              help="How long the old secret stays valid (e.g. 30m, 24h, 7d; 0 ends it now).")
+@click.option("--secret", default=None, help="The new secret or key; generated when the provider allows.")
+@admin
+def source_rotate_secret(source_id: str, keep_old_for: str, secret: str | None) -> tuple[dict[str, Any], str]:
+    """Add a new secret to SOURCE_ID; the old one expires after --keep-old-for."""
+    hub = _hub_cli()
+    keep = directory.parse_duration(keep_old_for)
+    with hub.db.write() as s:
+        row, value = directory.rotate_secret(s, source_id, hub.clock.now(), keep, secret)
+    until = hub.clock.now() + keep
+    data: dict[str, Any] = {"id": source_id, "old_valid_until": until.isoformat()}
+    text = f"source {source_id}: old secret valid until {until.isoformat()}"
+    if secret is None:
+        data["secret"] = value
+        text += f"\nnew secret (shown once): {value}"
+    return data, text
+
+
+@source.command("trust")
+@click.argument("source_id")
+@click.option("--human", "human_name", default=None, help="The human to trust (or untrust with --remove).")
+@click.option("--remove", is_flag=True, help="Remove the human from the list.")
+@click.option("--default", "use_default", is_flag=True,
+              help="Back to the default: every human with an identity who owns an agent granted on the project.")
+@admin
+def source_trust(source_id: str, human_name: str | None, remove: bool, use_default: bool) -> tuple[dict[str, Any], str]:
+    """Set which humans' deliveries on SOURCE_ID may become work."""
+    with _hub_cli().db.write() as s:
+        if use_default:
+            directory.clear_trusted(s, source_id)
+            return {"id": source_id, "trusted_humans": None}, f"source {source_id}: default trust"
+        if not human_name:
+            raise InvalidArgument("pass --human NAME (or --default)")
+        ids = directory.set_trusted(s, source_id, human_name, trusted=not remove)
+    return {"id": source_id, "trusted_humans": ids}, f"source {source_id}: {len(ids)} trusted human(s)"
+
+
+@main.group()
+def quarantine() -> None:
+    """Quarantined deliveries: unknown, bot or untrusted senders, waiting for a human."""
+
+
+@quarantine.command("list")
+@click.option("--project", "project_name", default=None)
+@click.option("--limit", default=100, type=click.IntRange(1, 1000), show_default=True)
+@admin
+def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any], str]:
+    """List quarantined deliveries with the sender to link."""
+    from switchboard.intake import quarantine as q
+
+    with _hub_cli().db.read() as s:
+        project_id = directory.project_by_name(s, project_name).id if project_name else None
+        rows = q.list_quarantined(s, project_id, limit)
+    lines = []
+    for r in rows:
+        who = r["sender"]
+        sender = "no sender" if who is None else (
+            f"{who['provider']} {(who['workspace'] + ':') if who['workspace'] else ''}{who['external_id']}"
+            f"{' (' + who['login'] + ')' if who['login'] else ''}")
+        lines.append(f"{r['id']}  {r['reason']}  {r['event']}  {sender}  {r['received_at']}")
+    return {"deliveries": rows}, "\n".join(lines) or "nothing quarantined"
+
+
+@quarantine.command("release")
+@click.argument("delivery_id")
+@click.option("--as", "as_human", default=None,
+              help="A human who answers for a sender that is still not attributable (e.g. a bot).")
+@admin
+def quarantine_release(delivery_id: str, as_human: str | None) -> tuple[dict[str, Any], str]:
+    """Process a quarantined delivery again, once, with the now-linked identity."""
+    from switchboard.intake import quarantine as q
+    from switchboard.queue.jobs import process_delivery
+
+    hub = _hub_cli()
+    with hub.db.write() as s:
+        human_id = directory.human_by_name(s, as_human).id if as_human else None
+        q.release(s, hub.clock, delivery_id, human_id)
+    status = process_delivery(hub, delivery_id)
+    with hub.db.read() as s:
+        from switchboard.models import Delivery
+
+        d = s.get(Delivery, delivery_id)
+        todo_id = d.todo_id if d else None
+    return ({"id": delivery_id, "status": status, "todo_id": todo_id},
+            f"delivery {delivery_id}: {status}" + (f", todo {todo_id}" if todo_id else ""))
+
+
+@quarantine.command("discard")
+@click.argument("delivery_id")
+@admin
+def quarantine_discard(delivery_id: str) -> tuple[dict[str, Any], str]:
+    """Discard a quarantined delivery (its body is dropped)."""
+    from switchboard.intake import quarantine as q
+
+    hub = _hub_cli()
+    with hub.db.write() as s:
+        q.discard(s, hub.clock, delivery_id)
+    return {"id": delivery_id, "status": "discarded"}, f"delivery {delivery_id}: discarded"
 
 
 @source.command("list")

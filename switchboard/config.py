@@ -43,6 +43,8 @@ class Settings:
             ``<key id>:<32 bytes, url-safe base64>`` entries, the first one primary; ``None``
             means the ring in ``<home>/vault.keys`` (generated, mode 0600, on first use). Never
             shown in ``repr``.
+        quarantine_days: how long a quarantined delivery waits for a human before it expires
+            (``SWITCHBOARD_QUARANTINE_DAYS``, default 30).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -57,6 +59,7 @@ class Settings:
     reap_interval_seconds: float = 2.0
     log_level: str = "WARNING"
     vault_keys: str | None = field(default=None, repr=False)
+    quarantine_days: int = 30
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -150,6 +153,7 @@ class Settings:
             except ValueError as exc:
                 problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
                 vault_keys = None
+        quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -162,4 +166,5 @@ class Settings:
             port=port,
             log_level=log_level,
             vault_keys=vault_keys,
+            quarantine_days=quarantine_days,
         )

@@ -7,12 +7,11 @@ Used by the CLI (and later the REST API). Every function takes a write session a
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import os
 import re
 from typing import Any
 import secrets as pysecrets
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlmodel import Session
@@ -30,7 +29,7 @@ from switchboard.models import (
     SourceSecret,
     Token,
 )
-from switchboard.sources import PROVIDERS, adapter_for
+from switchboard.sources import SourceAdapter, adapter_for
 
 ROLES = ("read", "work")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
@@ -80,16 +79,17 @@ def link_identity(
     """Link a provider account (by stable id) to a human (DESIGN.md §1, §5).
 
     Raises:
-        InvalidArgument: unknown provider or empty id. Conflict: the account is linked already.
+        InvalidArgument: unknown provider, or an id or workspace the provider's senders never
+            carry (each adapter's ``validate_identity``). Conflict: the account is linked already.
         NotFound: no such human.
     """
-    if provider not in PROVIDERS:
-        raise InvalidArgument(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
+    adapter = adapter_for(provider)
     external_id = (external_id or "").strip()
-    if not external_id or len(external_id) > 200:
+    workspace = (workspace or "").strip()
+    if not external_id or len(external_id) > 200 or len(workspace) > 200:
         raise InvalidArgument("external id must be 1-200 characters (the provider's stable user id)")
-    if provider == "github" and not external_id.isdigit():
-        raise InvalidArgument("a GitHub external id is the numeric user id (sender.id), not the login")
+    adapter.validate_identity(workspace, external_id)
+    workspace, external_id = adapter.normalize_identity(workspace, external_id)
     human = human_by_name(session, human_name)
     existing = session.execute(
         select(Identity).where(
@@ -126,7 +126,8 @@ def project_by_name(session: Session, name: str) -> Project:
 def add_source(
     session: Session, project_name: str, provider: str, secret: str | None = None, queue: str = "default"
 ) -> tuple[Source, str]:
-    """Create a source with one secret (generated when ``secret`` is ``None``).
+    """Create a source with one secret (generated when ``secret`` is ``None`` and the provider
+    lets us choose it; Slack, Discord, Teams and Mattermost issue their own keys).
 
     Returns:
         ``(source, secret)``; the secret is shown once by the CLI.
@@ -136,9 +137,7 @@ def add_source(
     """
     adapter = adapter_for(provider)
     check_name("queue", queue)
-    if secret is None:
-        secret = base64.urlsafe_b64encode(os.urandom(32)).decode("ascii").rstrip("=")
-    adapter.validate_secret(secret)
+    secret = _new_secret(adapter, secret)
     project = project_by_name(session, project_name)
     source = Source(project_id=project.id, provider=provider, queue=queue)
     session.add(source)
@@ -293,3 +292,105 @@ def add_owner(session: Session, project_name: str, human_name: str) -> ProjectOw
 def owned_projects(session: Session, human_id: str) -> list[str]:
     """Ids of the projects a human owns."""
     return list(session.execute(select(ProjectOwner.project_id).where(ProjectOwner.human_id == human_id)).scalars())
+def _new_secret(adapter: SourceAdapter, secret: str | None) -> str:
+    """Validate ``secret``, or generate one when the provider lets us.
+
+    Raises:
+        InvalidArgument: the provider issues its own key and none was given, or the key is
+            unusable (strict format and length checks, never at request time).
+    """
+    if secret is None:
+        if not adapter.generates_secret:
+            raise InvalidArgument(f"{adapter.provider} issues its own key: pass it with --secret "
+                                  f"({getattr(adapter, 'secret_help', 'the key')})")
+        secret = adapter.new_secret()
+    adapter.validate_secret(secret)
+    return secret
+
+
+def source_by_id(session: Session, source_id: str) -> Source:
+    """Return the source ``source_id``. Raises ``NotFound``."""
+    source = session.get(Source, source_id) if isinstance(source_id, str) else None
+    if source is None:
+        raise NotFound(f"no source {source_id!r}")
+    return source
+
+
+def rotate_secret(session: Session, source_id: str, now: datetime, keep_old_for: timedelta,
+                  secret: str | None = None) -> tuple[SourceSecret, str]:
+    """Add a new secret and let the current ones expire after ``keep_old_for``.
+
+    Both are valid until then, so the sender can be switched without losing deliveries.
+
+    Args:
+        source_id: the source.
+        now: the current time (UTC).
+        keep_old_for: how long the old secrets stay valid (``0`` ends them now).
+        secret: the new value; generated when ``None`` and the provider allows it.
+
+    Returns:
+        ``(row, secret)``; the secret is shown once by the CLI.
+
+    Raises:
+        NotFound: no such source. InvalidArgument: unusable secret, negative duration.
+    """
+    if keep_old_for < timedelta(0):
+        raise InvalidArgument("--keep-old-for must not be negative")
+    source = source_by_id(session, source_id)
+    value = _new_secret(adapter_for(source.provider), secret)
+    until = now + keep_old_for
+    for row in session.execute(select(SourceSecret).where(SourceSecret.source_id == source.id)).scalars():
+        if row.expires_at is None or row.expires_at > until:
+            row.expires_at = until
+    row = SourceSecret(source_id=source.id, secret=value, created_at=now)
+    session.add(row)
+    session.flush()
+    return row, value
+
+
+def set_trusted(session: Session, source_id: str, human_name: str, trusted: bool) -> list[str]:
+    """Add a human to (or remove one from) a source's trusted list.
+
+    The first change turns the default (every granted human with an identity) into an
+    explicit list.
+
+    Returns:
+        The source's trusted human ids.
+
+    Raises:
+        NotFound: no such source or human.
+    """
+    source = source_by_id(session, source_id)
+    human = human_by_name(session, human_name)
+    current = list(source.trusted_humans or [])
+    if trusted and human.id not in current:
+        current.append(human.id)
+    if not trusted:
+        current = [h for h in current if h != human.id]
+    source.trusted_humans = current
+    session.flush()
+    return current
+
+
+def clear_trusted(session: Session, source_id: str) -> None:
+    """Return a source to the default trust rule. Raises ``NotFound``."""
+    source_by_id(session, source_id).trusted_humans = None
+    session.flush()
+
+
+_DURATION = re.compile(r"([0-9]{1,6})([smhd])")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``90s``, ``30m``, ``24h``, ``7d`` (or ``0``).
+
+    Raises:
+        InvalidArgument: any other form.
+    """
+    if text.strip() == "0":
+        return timedelta(0)
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise InvalidArgument("a duration is a number followed by s, m, h or d (e.g. 24h)")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    return timedelta(**{unit: int(match.group(1))})

@@ -214,3 +214,11 @@ def case_bytes(*parts: str) -> bytes:
     if not path.exists():
         pytest.skip(f"shared case file {path} not present")
     return path.read_bytes()
+
+
+@pytest.fixture
+def multi(settings: Settings) -> Iterator[Any]:
+    """A live app with a source per provider, alice linked on each (``tests/web/multi.py``)."""
+    from tests.web.multi import serve_all
+
+    yield from serve_all(settings)

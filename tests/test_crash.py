@@ -22,7 +22,7 @@ def test_kill_9_mid_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
     env = cli_env(home)
     cli(env, "human", "add", "alice")
     cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067")
-    cli(env, "project", "add", "acme")
+    cli(env, "project", "add", "acme", "--owner", "alice")
     port = free_port()
     source = cli(env | {"SWITCHBOARD_PUBLIC_URL": f"http://127.0.0.1:{port}"},
                  "source", "add", "--project", "acme", "--provider", "github")

@@ -23,6 +23,9 @@ class Source(SQLModel, table=True):
     provider: str = Field(max_length=40)
     queue: str = Field(default="default", max_length=100)
     enabled: bool = Field(default=True)
+    trusted_humans: list[str] | None = Field(default=None, sa_column=json_column())
+    """Human ids whose deliveries may become work; ``None`` means every human with an identity
+    on the provider who owns an agent granted on the project (DESIGN.md §5)."""
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
 
 
@@ -48,6 +51,8 @@ class Delivery(SQLModel, table=True):
     | ``rejected`` | ``failed``. ``process_failures`` counts processing runs that crashed; at
     :data:`MAX_PROCESS_FAILURES` the delivery is ``failed`` (``processing_failed``) instead of
     being swept forever.
+    | ``rejected`` | ``failed``. A quarantined delivery is ``released`` back to ``received``
+    (processed again, once) or ``discarded``, and ``expired`` after the quarantine retention.
     """
 
     __tablename__ = "deliveries"
@@ -75,3 +80,6 @@ class Delivery(SQLModel, table=True):
     process_failures: int = Field(default=0)
     received_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
     processed_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    released_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    released_by: str | None = Field(default=None, max_length=40)
+    """The human who released it from quarantine (and answers for it when it has no identity)."""

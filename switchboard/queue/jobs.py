@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -19,14 +20,14 @@ from sqlmodel import Session
 
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
-from switchboard.intake.attribution import attribute
-from switchboard.intake import screening, vault
+from switchboard.intake import quarantine, screening, vault
+from switchboard.intake.attribution import Attribution, attribute
 from switchboard.intake.channel_break import Break
 from switchboard.models import Delivery, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
-from switchboard.sources import adapter_for
+from switchboard.sources import SOURCE_SENDER, adapter_for
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -75,13 +76,19 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
                         subject_id=delivery.id, data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
             return delivery.status
 
-        who = attribute(session, envelope.sender)
+        sender = envelope.sender
+        if sender is not None and sender.external_id == SOURCE_SENDER:
+            sender = replace(sender, external_id=source.id)
+        who = attribute(session, sender, source)
+        if who.human_id is None and delivery.released_by is not None:
+            # A human released it from quarantine and answers for it.
+            who = Attribution(delivery.released_by, None)
         if who.human_id is None:
             delivery.status, delivery.quarantine_reason = "quarantined", who.reason
             feed.append(session, hub.clock, project.id, "delivery.quarantined",
                         f"Quarantined {envelope.kind} delivery: {who.reason}", subject_id=delivery.id,
                         data={"reason": who.reason, "kind": envelope.kind},
-                        origin_key=f"{delivery.id}:quarantined")
+                        origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}")
             return delivery.status
         delivery.human_id = who.human_id
         if screened.secrets:
@@ -123,6 +130,8 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
             delivery.processed_at = hub.clock.now()
             log.error("delivery %s failed processing %d times; marked failed", delivery_id,
                       delivery.process_failures)
+
+
 _SAFE_KIND = re.compile(r"[^a-z0-9_.-]")
 
 
@@ -144,7 +153,7 @@ def _reject(hub: Hub, session: Session, delivery: Delivery, project_id: str, kin
 
 
 def sweep(hub: Hub, older_than_seconds: float) -> int:
-    """Re-dispatch deliveries left in ``received`` (e.g. after a crash).
+    """Re-dispatch deliveries left in ``received`` (e.g. after a crash); expire old quarantine.
 
     Returns:
         How many were handed to the dispatcher.
@@ -161,6 +170,10 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
         hub.dispatcher.submit(delivery_id)
     if ids:
         log.info("sweeper re-dispatched %d stuck deliveries", len(ids))
+    with hub.db.write() as session:
+        expired = quarantine.expire(session, hub.clock, timedelta(days=hub.settings.quarantine_days))
+    if expired:
+        log.info("expired %d quarantined deliveries", expired)
     return len(ids)
 
 

@@ -8,6 +8,8 @@ the processing job are thin shells around it.
 
 from __future__ import annotations
 
+import base64
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -46,7 +48,8 @@ class Envelope:
         sender: the sender, when the payload names one.
         title: a one-line title when the event is work for agents, else ``None``.
         summary: a one-line description for the feed when it is not work.
-        handshake: the JSON reply a handshake requires (the delivery is not work then).
+        handshake: the JSON reply a handshake requires (Slack ``url_verification``, Discord
+            PING); the receiver answers 200 with it after verifying and stores nothing.
     """
 
     event: str
@@ -63,10 +66,17 @@ class Envelope:
         return f"{self.event}.{self.action}" if self.action else self.event
 
 
+SOURCE_SENDER = "@source"
+"""External id an adapter uses when the sender is the source itself (Standard Webhooks): the
+processing job replaces it with the source's id, so a human vouches for one source."""
+
+
 class SourceAdapter(Protocol):
     """What every provider module offers."""
 
     provider: str
+    generates_secret: bool
+    """True when Switchboard may generate the secret; False when the provider issues it."""
 
     def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
         """Verify ``body`` (exact bytes) with ``headers`` (lower-case names); raise on failure."""
@@ -84,6 +94,63 @@ class SourceAdapter(Protocol):
         """Refuse a secret this scheme cannot use (at configuration time, never per request)."""
         ...
 
+    def new_secret(self) -> str:
+        """A fresh random secret in this scheme's format (only when ``generates_secret``)."""
+        ...
+
+    def accept_reply(self, envelope: Envelope, delivery_id: str) -> dict[str, Any] | None:
+        """The JSON body a provider needs with the ack (sent as 200), or ``None`` for 202."""
+        ...
+
+    def validate_identity(self, workspace: str, external_id: str) -> None:
+        """Refuse an identity that can never match this provider's senders (``identity link``)."""
+        ...
+
+    def normalize_identity(self, workspace: str, external_id: str) -> tuple[str, str]:
+        """The ``(workspace, external_id)`` as the adapter's :class:`Sender` writes them."""
+        ...
+
+
+class BaseSource:
+    """Defaults shared by the adapters: a generated url-safe secret, no ack body, any id."""
+
+    provider = ""
+    generates_secret = True
+    secret_help = "the webhook secret"
+
+    def new_secret(self) -> str:
+        """32 random bytes, url-safe base64 without padding."""
+        return base64.urlsafe_b64encode(os.urandom(32)).decode("ascii").rstrip("=")
+
+    def accept_reply(self, envelope: Envelope, delivery_id: str) -> dict[str, Any] | None:
+        """No reply body: the receiver answers 202 ``{delivery_id, status}``."""
+        return None
+
+    def validate_identity(self, workspace: str, external_id: str) -> None:
+        """Any non-empty id is acceptable by default."""
+
+    def normalize_identity(self, workspace: str, external_id: str) -> tuple[str, str]:
+        """Unchanged by default."""
+        return workspace, external_id
+
+    def validate_free_text_secret(self, secret: str, max_chars: int = 256) -> None:
+        """Free-text secrets: non-empty, printable ASCII, no surrounding spaces.
+
+        Raises:
+            InvalidArgument: empty, padded, non-printable or over ``max_chars``.
+        """
+        if not secret or secret.strip() != secret:
+            raise InvalidArgument(f"{self.secret_help} must be non-empty, without surrounding spaces")
+        if len(secret) > max_chars:
+            raise InvalidArgument(f"{self.secret_help} must be at most {max_chars} characters")
+        if not all(0x20 < ord(c) < 0x7F for c in secret):
+            raise InvalidArgument(f"{self.secret_help} must be printable ASCII without spaces")
+
+
+PROVIDERS = ("github", "gitea", "forgejo", "gitlab", "slack", "discord", "teams", "mattermost", "telegram",
+             "standard_webhooks")
+"""Every provider a source can be configured for (``switchboard source add --provider``)."""
+
 
 def adapter_for(provider: str) -> SourceAdapter:
     """Return the adapter for ``provider``.
@@ -91,15 +158,27 @@ def adapter_for(provider: str) -> SourceAdapter:
     Raises:
         InvalidArgument: unknown provider.
     """
-    from switchboard.sources import github
+    from switchboard.sources import (
+        discord,
+        gitea,
+        github,
+        gitlab,
+        mattermost,
+        slack,
+        standard_webhooks,
+        teams,
+        telegram,
+    )
 
-    adapters: dict[str, SourceAdapter] = {"github": github.ADAPTER}
+    adapters: dict[str, SourceAdapter] = {
+        "github": github.ADAPTER, "gitea": gitea.GITEA, "forgejo": gitea.FORGEJO, "gitlab": gitlab.ADAPTER,
+        "slack": slack.ADAPTER, "discord": discord.ADAPTER, "teams": teams.ADAPTER,
+        "mattermost": mattermost.ADAPTER, "telegram": telegram.ADAPTER,
+        "standard_webhooks": standard_webhooks.ADAPTER,
+    }
     try:
         return adapters[provider]
     except KeyError:
         raise InvalidArgument(
-            f"unknown provider {provider!r}; known: {', '.join(sorted(adapters))}"
+            f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}"
         ) from None
-
-
-PROVIDERS = ("github",)

@@ -14,98 +14,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload, MalformedRequest
-from switchboard.sources import Envelope, Sender
+from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.bodies import TITLE_MAX_CHARS, is_form, load_form, load_json_object, one_line
 from switchboard.verifiers import hub_signature
 
-TITLE_MAX_CHARS = 200
-_SPACE = re.compile(r"\s+")
-_SURROGATE = re.compile("[\x00\ud800-\udfff]")
+__all__ = ["ADAPTER", "TITLE_MAX_CHARS", "GitHubSource", "load_json_object", "one_line", "title_for"]
+
 _EVENT = re.compile(r"[a-z][a-z0-9_]{0,59}")
 
 
-def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
-    """Collapse whitespace (newlines included) and cut to ``limit`` characters with ``…``."""
-    line = _SPACE.sub(" ", str(text)).strip()
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError("number out of range")
-    return value
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            # Two parsers could disagree on which value wins; refuse rather than guess.
-            raise ValueError("duplicate key")
-        out[key] = value
-    return out
-
-
-def _check_strings(value: Any) -> None:
-    """Refuse lone surrogates (``\\ud800``): they cannot be stored or shown as UTF-8."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if _SURROGATE.search(item):
-                raise MalformedPayload("body contains NUL or a lone UTF-16 surrogate escape")
-        elif isinstance(item, dict):
-            for key, val in item.items():
-                if _SURROGATE.search(key):
-                    raise MalformedPayload("body contains NUL or a lone UTF-16 surrogate escape")
-                stack.append(val)
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
-def load_json_object(data: bytes | str) -> dict[str, Any]:
-    """Parse strict JSON that must be an object.
-
-    Strict means: UTF-8 only (no BOM, no UTF-16/32), no ``NaN``/``Infinity`` and no number that
-    overflows a float, no duplicate keys, no lone surrogate escapes (RFC 8259 §8.1, §8.2, §4).
-
-    Raises:
-        MalformedPayload: with a short reason; never echoes the body.
-    """
-    if isinstance(data, bytes):
-        if data.startswith(b"\xef\xbb\xbf"):
-            raise MalformedPayload("body starts with a byte order mark")
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise MalformedPayload("body is not valid UTF-8") from None
-    try:
-        value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float,
-                           object_pairs_hook=_no_duplicate_keys)
-    except (ValueError, RecursionError):
-        raise MalformedPayload("body is not valid JSON (RFC 8259, UTF-8, unique keys, finite numbers)") from None
-    if not isinstance(value, dict):
-        raise MalformedPayload("body must be a JSON object")
-    _check_strings(value)
-    return value
-
-
-class GitHubSource:
+class GitHubSource(BaseSource):
     """The GitHub adapter (see module docstring)."""
 
     provider = "github"
+
+    secret_help = "a GitHub webhook secret"
 
     def validate_secret(self, secret: str) -> None:
         """GitHub secrets are free text; refuse empty or whitespace-padded ones.
@@ -117,6 +46,17 @@ class GitHubSource:
             raise InvalidArgument("a GitHub webhook secret must be non-empty, without surrounding spaces")
         if len(secret) > 256:
             raise InvalidArgument("a GitHub webhook secret must be at most 256 characters")
+
+    def validate_identity(self, workspace: str, external_id: str) -> None:
+        """A GitHub identity is the numeric ``sender.id``, with no workspace.
+
+        Raises:
+            InvalidArgument: a login instead of the id, or a workspace given.
+        """
+        if not external_id.isdigit():
+            raise InvalidArgument("a GitHub external id is the numeric user id (sender.id), not the login")
+        if workspace:
+            raise InvalidArgument("GitHub identities have no workspace")
 
     def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
         """Verify ``X-Hub-Signature-256`` over the raw bytes (GitHub has no timestamp)."""
@@ -137,7 +77,10 @@ class GitHubSource:
         """Parse a verified delivery into an :class:`Envelope` with its title.
 
         Raises:
-            MalformedPayload: the body or its ``payload`` field is not a JSON object.
+            MalformedRequest: ``X-GitHub-Event`` is not an event name, or ``X-GitHub-Delivery`` is
+                missing (GitHub always sends both).
+            MalformedPayload: the body or its ``payload`` field is not a strict JSON object, the
+                form has other fields, or ``action`` is not an action name.
         """
         event = headers.get("x-github-event", "").strip()
         if not _EVENT.fullmatch(event):
@@ -145,19 +88,13 @@ class GitHubSource:
         delivery = headers.get("x-github-delivery", "").strip()
         if not delivery or len(delivery) > 200:
             raise MalformedRequest("X-GitHub-Delivery is required (GitHub's delivery GUID, at most 200 characters)")
-        content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if content_type == "application/x-www-form-urlencoded":
-            try:
-                text = body.decode("utf-8")
-                fields = parse_qs(text, keep_blank_values=True, strict_parsing=False, errors="strict")
-            except (UnicodeDecodeError, ValueError):
-                raise MalformedPayload("form body is not valid UTF-8 URL encoding") from None
-            values = fields.get("payload")
-            if not values:
+        if is_form(headers):
+            fields = load_form(body)
+            if "payload" not in fields:
                 raise MalformedPayload("form body has no 'payload' field")
-            if len(values) > 1 or len(fields) > 1:
+            if len(fields) > 1:
                 raise MalformedPayload("form body must hold exactly one field, 'payload'")
-            payload = load_json_object(values[0])
+            payload = load_json_object(fields["payload"])
         else:
             payload = load_json_object(body)
         action = payload.get("action")
@@ -166,9 +103,8 @@ class GitHubSource:
         sender = _sender(payload)
         if event == "ping":
             return Envelope(event, None, payload, sender, title=None,
-                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}",
-                            handshake={"pong": True})
-        title = _title(event, action, payload)
+                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}")
+        title = title_for(event, action, payload)
         summary = None if title else one_line(f"GitHub {event}{'.' + action if action else ''} in {_repo(payload)}")
         return Envelope(event, action, payload, sender, title=title, summary=summary)
 
@@ -204,9 +140,12 @@ def _get(payload: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
-def _title(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
-    """One-line titles for the events users act on; ``None`` for feed-only events, and for a
-    work event whose main object is missing (the header names an event the body is not)."""
+def title_for(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
+    """One-line titles for the events users act on; ``None`` for feed-only events.
+
+    Also used by Gitea and Forgejo, whose payloads follow GitHub's shapes. A work event whose
+    main object is missing (the header names an event the body is not) gets no title.
+    """
     main = {"issues": "issue", "issue_comment": "comment", "pull_request": "pull_request",
             "pull_request_review": "review", "workflow_run": "workflow_run", "check_run": "check_run",
             "release": "release", "discussion": "discussion"}.get(event)

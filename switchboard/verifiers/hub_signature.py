@@ -11,17 +11,12 @@ import hmac
 import re
 from collections.abc import Sequence
 
-from switchboard.errors import MalformedRequest, VerificationFailed
+from switchboard.errors import MalformedRequest
+from switchboard.verifiers import SignatureMismatch, SignatureMissing
+
+__all__ = ["SignatureMismatch", "SignatureMissing", "sign", "verify"]
 
 _HEADER = re.compile(r"sha256=([0-9a-fA-F]{64})")
-
-
-class SignatureMissing(VerificationFailed):
-    """The signature header is missing."""
-
-
-class SignatureMismatch(VerificationFailed):
-    """No configured secret produces this signature."""
 
 
 def sign(body: bytes, secret: str | bytes) -> str:
@@ -53,7 +48,18 @@ def verify(body: bytes, header: str | None, secrets: Sequence[str | bytes]) -> N
     match = _HEADER.fullmatch(header.strip())
     if match is None:
         raise MalformedRequest("X-Hub-Signature-256 must be 'sha256=' followed by 64 hex digits")
-    given = match.group(1).lower().encode("ascii")
+    verify_hex(body, match.group(1), secrets)
+
+
+def verify_hex(body: bytes, given_hex: str, secrets: Sequence[str | bytes]) -> None:
+    """Check a bare hex HMAC-SHA256 of ``body`` against every secret (constant time).
+
+    Also used by Gitea and Forgejo, which send the same digest without the ``sha256=`` prefix.
+
+    Raises:
+        SignatureMismatch: no secret matches.
+    """
+    given = given_hex.lower().encode("ascii")
     ok = False
     for secret in secrets:
         key = secret.encode("utf-8") if isinstance(secret, str) else secret

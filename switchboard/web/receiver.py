@@ -3,7 +3,9 @@
 Order: find the source (404), enforce the size limit while reading the raw bytes once (413),
 refuse when the source has no secret (503), verify the signature on those bytes (401, or 400
 for an unparseable signature header), parse (400 ``malformed_payload``, recorded on a stored
-delivery), dedup (200 ``duplicate``), store, commit, then 202 and hand off to processing.
+delivery), answer a handshake (200 with the provider's JSON, nothing stored), dedup (200
+``duplicate``), store, commit, then 202 (or 200 with the body a provider needs with its ack,
+e.g. Discord, Teams) and hand off to processing.
 Nothing acknowledged is lost: the row is committed before the 2xx.
 """
 
@@ -29,7 +31,7 @@ from switchboard.errors import (
     VerificationFailed,
 )
 from switchboard.models import Delivery, Source
-from switchboard.sources import adapter_for
+from switchboard.sources import Envelope, adapter_for
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
@@ -109,16 +111,21 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
 
     dedup_key = adapter.dedup_key(headers, body)
     parse_error: MalformedPayload | None = None
+    envelope: Envelope | None = None
     try:
-        adapter.parse(body, headers)
+        envelope = adapter.parse(body, headers)
     except MalformedPayload as exc:
         parse_error = exc
+    if envelope is not None and envelope.handshake is not None:
+        # Slack url_verification, Discord PING: answered after verifying, nothing to process.
+        hub.counters["handshakes"] += 1
+        return JSONResponse(envelope.handshake, status_code=200)
 
     delivery = Delivery(
         source_id=source.id, project_id=source.project_id, dedup_key=dedup_key,
         content_type=headers.get("content-type", "")[:200] or None, headers=redacted_headers(headers),
         raw_body=None if parse_error else body, body_bytes=len(body), received_at=hub.clock.now(),
-        event=headers.get("x-github-event", "")[:100] or None,
+        event=envelope.kind[:100] if envelope is not None else None,
     )
     if parse_error is not None:
         delivery.status, delivery.error_code, delivery.error_detail = "failed", parse_error.code, parse_error.message
@@ -128,6 +135,10 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     if parse_error is not None:
         return from_error(parse_error)
     hub.dispatcher.submit(delivery.id)
+    reply = adapter.accept_reply(envelope, delivery.id) if envelope is not None else None
+    if reply is not None:
+        # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
+        return JSONResponse(reply, status_code=200)
     return JSONResponse({"delivery_id": delivery.id, "status": "received"}, status_code=202)
 
 

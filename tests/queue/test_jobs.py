@@ -120,3 +120,28 @@ def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World
             assert "UnicodeEncodeError" in d.error_detail
     finally:
         hub.close()
+
+
+def test_a_project_owner_without_agents_is_trusted_by_default(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from switchboard import directory
+    from switchboard.config import Settings
+    from switchboard.db import upgrade
+
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            directory.add_human(s, "alice")
+            directory.link_identity(s, "alice", "github", "21031067")
+            project = directory.add_project(s, "acme")
+            source, _ = directory.add_source(s, "acme", "github", "secret")
+        world = World(settings, source.id, "secret", "", "", project.id)
+        first = _store(hub, world, ISSUE)
+        assert process_delivery(hub, first) == "quarantined"  # no owner, no granted agent: untrusted
+        with hub.db.write() as s:
+            directory.add_owner(s, "acme", "alice")
+        second = _store(hub, world, ISSUE)
+        assert process_delivery(hub, second) == "processed"
+    finally:
+        hub.close()

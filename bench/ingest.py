@@ -1,0 +1,246 @@
+"""Ingest benchmark (DESIGN.md §8): verified deliveries acked per second, next to baselines.
+
+Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (inline jobs: the
+deliveries are processed into todos while the load runs), a bare Flask endpoint returning 202
+(through a2wsgi on uvicorn, as the hub mounts Flask) and a bare async route returning 202. Then
+sends, over keep-alive connections, a bounded number of:
+
+- verified 5 KB GitHub ``issues`` deliveries (``X-Hub-Signature-256``, unique delivery ids),
+- verified Discord interactions (Ed25519 over timestamp + body, RFC 8032 test key),
+
+and prints requests/s and p50/p99 ack latency for each, with the ratio to the baselines.
+
+The embedded hub processes every delivery into a todo in its own inline worker while the load
+runs, and that worker shares SQLite's single writer with the receiver. To show the receiver's
+own cost as well, a second hub on its own SQLite file hands jobs to a local ``redis-server``
+with no worker running ("ack path only"); it is skipped when ``redis-server`` is missing.
+
+Usage::
+
+    .venv/bin/python bench/ingest.py [--requests 3000] [--connections 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")  # RFC 8032 TEST 1
+PUBLIC_KEY = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+GITHUB_SECRET = "bench-secret"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _configure(home: Path) -> tuple[str, str]:
+    from switchboard import directory
+    from switchboard.config import Settings
+    from switchboard.db import upgrade
+    from switchboard.hub import Hub
+
+    settings = Settings(home=home)
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            directory.add_human(s, "alice")
+            directory.link_identity(s, "alice", "github", "21031067")
+            directory.link_identity(s, "alice", "discord", "80351110224678912")
+            directory.add_project(s, "acme")
+            gh, _ = directory.add_source(s, "acme", "github", GITHUB_SECRET, queue="bench")
+            dc, _ = directory.add_source(s, "acme", "discord", PUBLIC_KEY, queue="bench")
+            directory.add_agent(s, "claude1", "alice")
+            directory.grant(s, "claude1", "acme", "work")
+        return gh.id, dc.id
+    finally:
+        hub.close()
+
+
+def _request(path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    head = f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return head.encode("latin-1") + b"\r\n" + body
+
+
+def github_requests(path: str, n: int) -> list[bytes]:
+    """``n`` verified 5 KB GitHub ``issues`` deliveries with unique delivery ids."""
+    out = []
+    for i in range(n):
+        payload = {"action": "opened", "issue": {"number": i, "title": f"Bench issue {i}", "body": ""},
+                   "repository": {"full_name": "acme/api"}, "sender": {"id": 21031067, "login": "octo"}}
+        pad = 5120 - len(json.dumps(payload))
+        payload["issue"]["body"] = "x" * pad
+        body = json.dumps(payload).encode()
+        sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
+        out.append(_request(path, body, {"Content-Type": "application/json", "X-GitHub-Event": "issues",
+                                         "X-GitHub-Delivery": str(uuid.uuid4()), "X-GitHub-Hook-ID": "1",
+                                         "X-Hub-Signature-256": sig}))
+    return out
+
+
+def discord_requests(path: str, n: int) -> list[bytes]:
+    """``n`` verified Discord slash-command interactions with unique ids."""
+    key = Ed25519PrivateKey.from_private_bytes(SEED)
+    out = []
+    for i in range(n):
+        body = json.dumps({"id": str(10**17 + i), "type": 2, "application_id": "1",
+                           "member": {"user": {"id": "80351110224678912", "username": "nelly"}},
+                           "data": {"name": "review", "options": [{"name": "pr", "value": i}]}}).encode()
+        ts = str(int(time.time()))
+        out.append(_request(path, body, {"Content-Type": "application/json", "X-Signature-Timestamp": ts,
+                                         "X-Signature-Ed25519": key.sign(ts.encode() + body).hex()}))
+    return out
+
+
+async def _read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    if length:
+        await reader.readexactly(length)
+    return status
+
+
+async def load(port: int, requests: list[bytes], connections: int) -> tuple[float, list[float], dict[int, int]]:
+    """Send every request over ``connections`` keep-alive connections.
+
+    Returns:
+        ``(elapsed seconds, latencies in seconds, {status: count})``.
+    """
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for r in requests:
+        queue.put_nowait(r)
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while not queue.empty():
+                raw = queue.get_nowait()
+                t0 = time.perf_counter()
+                writer.write(raw)
+                status = await _read_response(reader)
+                latencies.append(time.perf_counter() - t0)
+                statuses[status] = statuses.get(status, 0) + 1
+        finally:
+            writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return time.perf_counter() - start, latencies, statuses
+
+
+def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"server on port {port} did not start: {' '.join(args)}")
+
+
+def _measure(name: str, port: int, requests: list[bytes], connections: int, expect: set[int]) -> dict:
+    warm = max(50, len(requests) // 10)
+    asyncio.run(load(port, requests[:warm], connections))
+    elapsed, lat, statuses = asyncio.run(load(port, requests[warm:], connections))
+    if set(statuses) - expect:
+        raise SystemExit(f"{name}: unexpected statuses {statuses}")
+    lat.sort()
+    return {"name": name, "n": len(lat), "rps": len(lat) / elapsed,
+            "p50": statistics.median(lat) * 1000, "p99": lat[int(len(lat) * 0.99) - 1] * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=3000, help="requests per target (after 10%% warm-up)")
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    n = args.requests + max(50, args.requests // 10)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "instance"
+        gh_source, dc_source = _configure(home)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        env["SWITCHBOARD_HOME"] = str(home)
+        ports = {"hub": _port(), "flask": _port(), "async": _port(), "acks": _port(), "redis": _port()}
+        exe = str(Path(sys.executable).with_name("switchboard"))
+        uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
+        procs = [
+            _start([exe, "serve", "--port", str(ports["hub"])], env, ports["hub"]),
+            _start([*uvicorn, "--port", str(ports["flask"]), "bench.bare_apps:flask_app"], env, ports["flask"]),
+            _start([*uvicorn, "--port", str(ports["async"]), "bench.bare_apps:async_app"], env, ports["async"]),
+        ]
+        redis = shutil.which("redis-server")
+        if redis:
+            home2 = Path(tmp) / "acks"
+            gh2, dc2 = _configure(home2)
+            procs.append(_start([redis, "--port", str(ports["redis"]), "--save", "", "--appendonly", "no",
+                                 "--dir", tmp], env, ports["redis"]))
+            env2 = {**env, "SWITCHBOARD_HOME": str(home2),
+                    "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{ports['redis']}/0"}
+            procs.append(_start([exe, "serve", "--port", str(ports["acks"])], env2, ports["acks"]))
+        try:
+            rows = [
+                _measure("bare Flask (a2wsgi on uvicorn), 5 KB", ports["flask"],
+                         github_requests("/hooks/src_x", n), args.connections, {202}),
+                _measure("bare async route (Starlette), 5 KB", ports["async"],
+                         github_requests("/hooks/src_x", n), args.connections, {202}),
+                _measure("hub: verified GitHub 5 KB", ports["hub"],
+                         github_requests(f"/hooks/{gh_source}", n), args.connections, {202}),
+                _measure("hub: verified Discord Ed25519", ports["hub"],
+                         discord_requests(f"/hooks/{dc_source}", n), args.connections, {200}),
+            ]
+            if redis:
+                rows += [
+                    _measure("ack path only: GitHub 5 KB", ports["acks"],
+                             github_requests(f"/hooks/{gh2}", n), args.connections, {202}),
+                    _measure("ack path only: Discord Ed25519", ports["acks"],
+                             discord_requests(f"/hooks/{dc2}", n), args.connections, {200}),
+                ]
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(timeout=10)
+
+    flask_rps, async_rps = rows[0]["rps"], rows[1]["rps"]
+    print(f"ingest on {os.cpu_count()} cores, SQLite, {args.connections} connections, "
+          f"{args.requests} requests per target\n")
+    print(f"{'target':40} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs Flask':>9} {'vs async':>9}")
+    for r in rows:
+        print(f"{r['name']:40} {r['rps']:8.0f} {r['p50']:8.2f} {r['p99']:8.2f} "
+              f"{r['rps'] / flask_rps:8.0%} {r['rps'] / async_rps:8.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Quarantine: deliveries held until a human links the sender, releases or discards them.
+
+A delivery is quarantined by processing (DESIGN.md §5) with a reason: ``unknown_sender``,
+``bot_sender`` or ``untrusted_sender``. A quarantined delivery never wakes anyone and makes no
+todo. From here a human can:
+
+- **release** it: it goes back to ``received`` and is processed again, once (the todo's
+  unique origin key and the conditional state change make a second release a ``Conflict``).
+  The sender's identity must be linked and trusted by then, or the releasing human answers
+  for it (``as_human``);
+- **discard** it: ``discarded``, its raw body dropped;
+- or let it **expire** after the retention (default 30 days, ``SWITCHBOARD_QUARANTINE_DAYS``):
+  ``expired``, raw body dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlmodel import Session
+
+from switchboard.clock import Clock
+from switchboard.errors import Conflict, MalformedPayload, NotFound
+from switchboard.feed import events as feed
+from switchboard.intake.attribution import attribute
+from switchboard.models import Delivery, Source
+from switchboard.sources import SOURCE_SENDER, Sender, adapter_for
+
+
+def _sender(delivery: Delivery, source: Source) -> Sender | None:
+    try:
+        sender = adapter_for(source.provider).parse(delivery.raw_body or b"", delivery.headers or {}).sender
+    except MalformedPayload:
+        return None
+    if sender is not None and sender.external_id == SOURCE_SENDER:
+        sender = replace(sender, external_id=source.id)
+    return sender
+
+
+def list_quarantined(session: Session, project_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """Quarantined deliveries, oldest first, with the sender to link.
+
+    Returns:
+        ``[{id, project_id, source_id, provider, reason, event, received_at, sender}]``, where
+        ``sender`` is ``{provider, workspace, external_id, login, is_bot}`` or ``None``.
+    """
+    query = select(Delivery, Source).join(Source, Source.id == Delivery.source_id).where(
+        Delivery.status == "quarantined")
+    if project_id is not None:
+        query = query.where(Delivery.project_id == project_id)
+    rows = session.execute(query.order_by(Delivery.received_at).limit(limit)).all()
+    out = []
+    for delivery, source in rows:
+        sender = _sender(delivery, source)
+        out.append({
+            "id": delivery.id, "project_id": delivery.project_id, "source_id": source.id,
+            "provider": source.provider, "reason": delivery.quarantine_reason, "event": delivery.event,
+            "received_at": delivery.received_at.isoformat(),
+            "sender": None if sender is None else {
+                "provider": sender.provider, "workspace": sender.workspace, "external_id": sender.external_id,
+                "login": sender.login, "is_bot": sender.is_bot},
+        })
+    return out
+
+
+def _quarantined(session: Session, delivery_id: str) -> tuple[Delivery, Source]:
+    delivery = session.get(Delivery, delivery_id) if isinstance(delivery_id, str) else None
+    if delivery is None:
+        raise NotFound(f"no delivery {delivery_id!r}")
+    if delivery.status != "quarantined":
+        raise Conflict(f"delivery {delivery.id} is {delivery.status}, not quarantined")
+    source = session.get(Source, delivery.source_id)
+    assert source is not None
+    return delivery, source
+
+
+def release(session: Session, clock: Clock, delivery_id: str, as_human_id: str | None = None) -> Delivery:
+    """Put a quarantined delivery back to ``received``; the caller then processes it.
+
+    Args:
+        delivery_id: the delivery.
+        as_human_id: the releasing human, who answers for a sender that is still unattributed
+            (a bot, or an account nobody will link). ``None`` requires the sender to be
+            attributable now.
+
+    Raises:
+        NotFound: no such delivery. Conflict: not quarantined (e.g. released already), or the
+            sender is still not attributable and no ``as_human_id`` was given.
+    """
+    delivery, source = _quarantined(session, delivery_id)
+    if as_human_id is None:
+        who = attribute(session, _sender(delivery, source), source)
+        if who.human_id is None:
+            raise Conflict(f"the sender is still {who.reason}: link the identity (or trust the human) first, "
+                           "or release --as a human who answers for it")
+    # Conditional on the state, so concurrent releases make exactly one re-run.
+    changed = session.execute(
+        update(Delivery).where(Delivery.id == delivery.id, Delivery.status == "quarantined")
+        .values(status="received", quarantine_reason=None, released_at=clock.now(), released_by=as_human_id)
+        .execution_options(synchronize_session="fetch")
+    ).rowcount
+    if changed != 1:
+        raise Conflict(f"delivery {delivery.id} was released already")
+    feed.append(session, clock, delivery.project_id, "delivery.released", f"Released {delivery.event or 'a'} delivery",
+                subject_id=delivery.id, data={"by": as_human_id}, origin_key=f"{delivery.id}:released")
+    session.flush()
+    return delivery
+
+
+def discard(session: Session, clock: Clock, delivery_id: str) -> Delivery:
+    """Discard a quarantined delivery and drop its raw body.
+
+    Raises:
+        NotFound: no such delivery. Conflict: not quarantined.
+    """
+    delivery, _ = _quarantined(session, delivery_id)
+    delivery.status, delivery.raw_body = "discarded", None
+    feed.append(session, clock, delivery.project_id, "delivery.rejected",
+                f"Discarded quarantined {delivery.event or ''} delivery", subject_id=delivery.id,
+                data={"rule": "discarded_from_quarantine"}, origin_key=f"{delivery.id}:discarded")
+    session.flush()
+    return delivery
+
+
+def expire(session: Session, clock: Clock, retention: timedelta) -> int:
+    """Expire deliveries quarantined longer than ``retention`` (their raw bodies are dropped).
+
+    Returns:
+        How many expired.
+    """
+    cutoff = clock.now() - retention
+    result = session.execute(
+        update(Delivery).where(Delivery.status == "quarantined", Delivery.processed_at < cutoff)
+        .values(status="expired", raw_body=None).execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount or 0)

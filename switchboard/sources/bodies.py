@@ -1,0 +1,154 @@
+"""Parsing verified bodies: strict JSON objects, form fields, one-line titles.
+
+Every function raises :class:`~switchboard.errors.MalformedPayload` with a short reason and
+never echoes the body. Form bodies are parsed from the exact bytes that were verified; they
+are never rebuilt (webhook-faults.md #4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from switchboard.errors import MalformedPayload
+
+TITLE_MAX_CHARS = 200
+_SPACE = re.compile(r"\s+")
+
+
+def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
+    """Collapse whitespace (newlines included) and cut to ``limit`` characters with ``…``."""
+    line = _SPACE.sub(" ", str(text)).strip()
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+_SURROGATE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            # Two parsers could disagree on which value wins; refuse rather than guess.
+            raise ValueError("duplicate key")
+        out[key] = value
+    return out
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse NUL and lone surrogates (``\\ud800``): they cannot be stored (PostgreSQL text and
+    JSONB) or shown as UTF-8."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise MalformedPayload("body contains NUL or a lone UTF-16 surrogate escape")
+        elif isinstance(item, dict):
+            for key, val in item.items():
+                if _SURROGATE.search(key):
+                    raise MalformedPayload("body contains NUL or a lone UTF-16 surrogate escape")
+                stack.append(val)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def load_json_object(data: bytes | str) -> dict[str, Any]:
+    """Parse strict JSON that must be an object.
+
+    Strict means: UTF-8 only (no BOM, no UTF-16/32), no ``NaN``/``Infinity`` and no number that
+    overflows a float, no duplicate keys, no NUL or lone surrogate escapes (RFC 8259 §8.1,
+    §8.2, §4).
+
+    Raises:
+        MalformedPayload: with a short reason; never echoes the body.
+    """
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            raise MalformedPayload("body starts with a byte order mark")
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedPayload("body is not valid UTF-8") from None
+    try:
+        value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float,
+                           object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError):
+        raise MalformedPayload("body is not valid JSON (RFC 8259, UTF-8, unique keys, finite numbers)") from None
+    if not isinstance(value, dict):
+        raise MalformedPayload("body must be a JSON object")
+    _check_strings(value)
+    return value
+
+
+def content_type(headers: Mapping[str, str]) -> str:
+    """The media type of the request, lower-case, without parameters."""
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def is_form(headers: Mapping[str, str]) -> bool:
+    """True for ``application/x-www-form-urlencoded`` bodies."""
+    return content_type(headers) == "application/x-www-form-urlencoded"
+
+
+def load_form(body: bytes) -> dict[str, str]:
+    """Parse a URL-encoded form (``+`` is a space) into ``{field: first value}``.
+
+    Raises:
+        MalformedPayload: the body is not UTF-8 URL encoding, a field is repeated (two parsers
+            could pick different values), or a value holds NUL or a lone surrogate.
+    """
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, errors="strict",
+                          max_num_fields=1000)
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedPayload("form body is not valid UTF-8 URL encoding") from None
+    if any(len(v) > 1 for v in fields.values()):
+        raise MalformedPayload("form body repeats a field")
+    out = {k: v[0] for k, v in fields.items()}
+    _check_strings(out)
+    return out
+
+
+def get(payload: Any, *path: str) -> Any:
+    """``payload[path[0]][path[1]]...``, or ``None`` where a step is missing or not an object."""
+    value: Any = payload
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def text(value: Any, limit: int = 200) -> str | None:
+    """A non-empty string (cut to ``limit``), or ``None``; numbers are written in decimal."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, str)) and str(value).strip():
+        return str(value).strip()[:limit]
+    return None
+
+
+def host_of(url: Any) -> str:
+    """The lower-case host of a URL string, ``""`` when there is none."""
+    if not isinstance(url, str):
+        return ""
+    try:
+        return (urlsplit(url).hostname or "")[:200]
+    except ValueError:
+        return ""

@@ -1,0 +1,114 @@
+"""Discord interactions (the application's Interactions Endpoint URL).
+
+- Verification: Ed25519 over ``X-Signature-Timestamp`` + raw body with the application's
+  public key (64 hex digits), :mod:`switchboard.verifiers.discord_signature`. A bad signature
+  is 401: Discord probes the endpoint with one (webhook-faults.md #7).
+- Handshake: PING (``type`` 1) is answered ``{"type": 1}`` only after verifying.
+- Ack: Discord needs an interaction response within 3 s, so accepted work is answered 200
+  with an ephemeral message (``type`` 4, flag 64); autocomplete gets empty choices (``type`` 8).
+- Dedup key: the interaction ``id``.
+- Sender: ``member.user.id`` (in a guild) or ``user.id`` (in a DM), no workspace (Discord user
+  ids are global); bot when ``user.bot``.
+- The interaction ``token`` (a short-lived credential) is dropped from the parsed payload.
+
+Source: https://discord.com/developers/docs/interactions/receiving-and-responding
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from switchboard.clock import Clock
+from switchboard.errors import InvalidArgument
+from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.bodies import get, load_json_object, one_line, text
+from switchboard.verifiers import discord_signature
+
+PING, COMMAND, COMPONENT, AUTOCOMPLETE, MODAL = 1, 2, 3, 4, 5
+_NAMES = {PING: "ping", COMMAND: "application_command", COMPONENT: "message_component",
+          AUTOCOMPLETE: "autocomplete", MODAL: "modal_submit"}
+EPHEMERAL = 64
+
+
+class DiscordSource(BaseSource):
+    """The Discord interactions adapter (see module docstring)."""
+
+    provider = "discord"
+    generates_secret = False
+    secret_help = "a Discord application public key"
+
+    def validate_secret(self, secret: str) -> None:
+        """The application's public key: 64 hex digits that decode to a valid Ed25519 key.
+
+        Raises:
+            InvalidArgument: otherwise (e.g. the bot token or client secret pasted by mistake).
+        """
+        try:
+            discord_signature.load_public_key(secret)
+        except ValueError:
+            raise InvalidArgument("a Discord public key is 64 hex digits (Developer Portal → General "
+                                  "Information → Public Key)") from None
+
+    def validate_identity(self, workspace: str, external_id: str) -> None:
+        """A Discord user id (a numeric snowflake), no workspace.
+
+        Raises:
+            InvalidArgument: otherwise.
+        """
+        if not external_id.isdigit() or len(external_id) > 20:
+            raise InvalidArgument("a Discord external id is the numeric user id (snowflake)")
+        if workspace:
+            raise InvalidArgument("Discord identities have no workspace (user ids are global)")
+
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+        """Verify the Ed25519 signature with the configured public keys."""
+        discord_signature.verify(body, headers, secrets)
+
+    def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
+        """The interaction ``id``, or ``None``."""
+        try:
+            return text(load_json_object(body).get("id"), 100)
+        except Exception:  # noqa: BLE001 - a body that does not parse has no key; parse() reports it
+            return None
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
+        """Parse a verified interaction.
+
+        Raises:
+            MalformedPayload: the body is not a JSON object.
+        """
+        payload = load_json_object(body)
+        itype = payload.get("type")
+        if itype == PING and not isinstance(itype, bool):
+            return Envelope("ping", None, payload, handshake={"type": 1})
+        # The interaction token lets its holder post as the app for 15 minutes: it stays in the
+        # stored raw body (for replies) and never reaches an agent.
+        payload.pop("token", None)
+        name = _NAMES.get(itype, "unknown") if isinstance(itype, int) and not isinstance(itype, bool) else "unknown"
+        user = get(payload, "member", "user") if isinstance(get(payload, "member", "user"), dict) else payload.get("user")
+        uid = text(get(user, "id"))
+        sender = Sender("discord", "", uid, text(get(user, "username")), is_bot=get(user, "bot") is True) if uid else None
+        data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+        who = text(get(user, "username")) or uid or "someone"
+        title = None
+        if itype == COMMAND:
+            options = data.get("options") if isinstance(data.get("options"), list) else []
+            args = " ".join(f"{get(o, 'name')}={get(o, 'value')}" for o in options[:10] if isinstance(o, dict))
+            title = one_line(f"Discord /{data.get('name') or 'command'} from {who}: {args}")
+        elif itype == COMPONENT:
+            title = one_line(f"Discord button pressed by {who}: {data.get('custom_id') or ''}")
+        elif itype == MODAL:
+            title = one_line(f"Discord form submitted by {who}: {data.get('custom_id') or ''}")
+        summary = None if title else one_line(f"Discord {name} interaction")
+        return Envelope("interaction", name, payload, sender, title=title, summary=summary)
+
+    def accept_reply(self, envelope: Envelope, delivery_id: str) -> dict[str, Any] | None:
+        """An interaction response: ephemeral message, or empty autocomplete choices."""
+        if envelope.action == "autocomplete":
+            return {"type": 8, "data": {"choices": []}}
+        return {"type": 4, "data": {"content": f"Received; queued for agents ({delivery_id}).",
+                                    "flags": EPHEMERAL}}
+
+
+ADAPTER = DiscordSource()
