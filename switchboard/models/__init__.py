@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import SQLModel
 
+from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
 from switchboard.models.principals import Agent, Grant, Human, Identity, Project, Token
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
@@ -12,15 +13,18 @@ metadata = SQLModel.metadata
 
 __all__ = [
     "Agent",
+    "AgentCursor",
     "Attempt",
     "Delivery",
     "FeedEvent",
     "Grant",
     "Human",
     "Identity",
+    "InboxItem",
     "Project",
     "Source",
     "SourceSecret",
+    "Subscription",
     "Todo",
     "Token",
     "metadata",

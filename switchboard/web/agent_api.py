@@ -2,7 +2,8 @@
 
 - ``GET /api/v1/agent/tools``: the tool catalogue (MCP ``Tool`` shapes).
 - ``POST /api/v1/agent/tools/<name>``: call a tool with a JSON object of arguments; the body
-  is the MCP ``CallToolResult`` (tool errors are ``isError`` results with status 200).
+  is the MCP ``CallToolResult`` (tool errors are ``isError`` results with status 200), with the
+  ``notifications`` trailer member when something is pending (DESIGN.md §6.4).
 - ``GET /api/v1/agent/stream``: server-sent events carrying wakes for this agent; a comment
   heartbeat every 15 s, ``X-Accel-Buffering: no``, ``Cache-Control: no-cache``. Wakes carry no
   event id: they are doorbells, and a missed one is found by ``todo_list``.
@@ -24,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, SwitchboardError
-from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool, resolve_caller
+from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool_async, resolve_caller
 from switchboard.notify.broker import Subscriber
 from switchboard.web.problems import from_error
 
@@ -65,7 +66,7 @@ async def invoke_tool(request: Request) -> Response:
             raise InvalidArgument("the body must be a JSON object of tool arguments") from None
     except SwitchboardError as exc:
         return from_error(exc)
-    result = await anyio.to_thread.run_sync(call_tool, hub, caller, request.path_params["name"], arguments)
+    result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
     return JSONResponse(result)
 
 
