@@ -295,6 +295,16 @@ def token_vend(agent_name: str) -> tuple[dict[str, Any], str]:
     return {"agent": agent_name, "token": value}, value
 
 
+@token.command("vend-human")
+@click.argument("human_name")
+@admin
+def token_vend_human(human_name: str) -> tuple[dict[str, Any], str]:
+    """Vend an API token for HUMAN_NAME (shown once): answers and decides inbox items over REST."""
+    with _hub_cli().db.write() as s:
+        value = directory.vend_human_token(s, human_name)
+    return {"human": human_name, "token": value}, value
+
+
 @main.command("grant")
 @click.argument("agent_name")
 @click.argument("project_name")

@@ -17,12 +17,13 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from switchboard.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
-from switchboard.models import Agent, Grant, Human, Identity, Project, Source, SourceSecret, Token
+from switchboard.models import Agent, Grant, Human, HumanToken, Identity, Project, Source, SourceSecret, Token
 from switchboard.sources import PROVIDERS, adapter_for
 
 ROLES = ("read", "work")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 TOKEN_PREFIX = "sbk_"
+HUMAN_TOKEN_PREFIX = "shh_"
 
 
 def check_name(kind: str, name: str) -> str:
@@ -188,6 +189,37 @@ def authenticate(session: Session, token: str | None) -> Agent:
     ).scalars().first()
     if row is None:
         raise Unauthenticated("a valid agent token is required")
+    return row
+
+
+def vend_human_token(session: Session, human_name: str) -> str:
+    """Vend a human API token ``shh_`` + 32 random bytes; only its SHA-256 is stored.
+
+    Raises:
+        NotFound: no such human.
+    """
+    human = human_by_name(session, human_name)
+    token = HUMAN_TOKEN_PREFIX + pysecrets.token_urlsafe(32)
+    session.add(HumanToken(human_id=human.id, token_sha256=token_digest(token)))
+    session.flush()
+    return token
+
+
+def authenticate_human(session: Session, token: str | None) -> Human:
+    """Resolve a human API token to its human.
+
+    Raises:
+        Unauthenticated: missing, malformed, unknown or revoked token (one message for all).
+    """
+    if not token or not token.startswith(HUMAN_TOKEN_PREFIX) or len(token) > 200:
+        raise Unauthenticated("a valid human token is required")
+    row = session.execute(
+        select(Human).join(HumanToken, HumanToken.human_id == Human.id).where(
+            HumanToken.token_sha256 == token_digest(token), HumanToken.revoked_at.is_(None)  # type: ignore[union-attr]
+        )
+    ).scalars().first()
+    if row is None:
+        raise Unauthenticated("a valid human token is required")
     return row
 
 

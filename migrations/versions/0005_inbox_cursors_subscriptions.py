@@ -1,4 +1,4 @@
-"""inbox items, agent cursors, subscriptions, feed kind indexes
+"""inbox items, agent cursors, subscriptions, human tokens, feed kind indexes
 
 Revision ID: 0005
 Revises: 0002
@@ -62,6 +62,19 @@ def upgrade() -> None:
         batch_op.create_index('ix_inbox_open_expiry', ['status', 'expires_at'], unique=False)
         batch_op.create_index('ix_inbox_resolved', ['resolved_event_id'], unique=False)
 
+    op.create_table('human_tokens',
+    sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+    sa.Column('human_id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+    sa.Column('token_sha256', sa.String(length=64), nullable=False),
+    sa.Column('created_at', switchboard.models.base.UTCDateTime(), nullable=False),
+    sa.Column('revoked_at', switchboard.models.base.UTCDateTime(), nullable=True),
+    sa.ForeignKeyConstraint(['human_id'], ['humans.id'], ),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('token_sha256')
+    )
+    with op.batch_alter_table('human_tokens', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_human_tokens_human_id'), ['human_id'], unique=False)
+
     op.create_table('subscriptions',
     sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
     sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(length=60), nullable=False),
@@ -101,5 +114,9 @@ def downgrade() -> None:
         batch_op.drop_index('ix_inbox_agent_resolved')
 
     op.drop_table('inbox_items')
+    with op.batch_alter_table('human_tokens', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_human_tokens_human_id'))
+
+    op.drop_table('human_tokens')
     op.drop_table('agent_cursors')
     # ### end Alembic commands ###

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlmodel import SQLModel
 
 from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
-from switchboard.models.principals import Agent, Grant, Human, Identity, Project, Token
+from switchboard.models.principals import Agent, Grant, Human, HumanToken, Identity, Project, Token
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -19,6 +19,7 @@ __all__ = [
     "FeedEvent",
     "Grant",
     "Human",
+    "HumanToken",
     "Identity",
     "InboxItem",
     "Project",

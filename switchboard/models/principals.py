@@ -59,6 +59,19 @@ class Token(SQLModel, table=True):
     revoked_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
 
 
+class HumanToken(SQLModel, table=True):
+    """A human's API token (``shh_`` + 32 random bytes), SHA-256 only, for the human REST routes
+    (answer and decide inbox items) until web sessions exist (DESIGN.md §5)."""
+
+    __tablename__ = "human_tokens"
+
+    id: str = Field(default_factory=lambda: new_id("htk"), primary_key=True, max_length=40)
+    human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
+    token_sha256: str = Field(sa_column=sa.Column(sa.String(64), nullable=False, unique=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    revoked_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+
+
 class Project(SQLModel, table=True):
     """The unit of scope for sources, todos and feed events."""
 
