@@ -235,9 +235,12 @@ def list_for_human(session: Session, *, human_id: str | None = None, status: str
     if status is not None:
         query = query.where(InboxItem.status == status)
     rows = session.execute(query.order_by(InboxItem.created_at, InboxItem.id).limit(limit)).scalars().all()
-    agents = dict(session.execute(select(Agent.id, Agent.name)).all())
-    humans = dict(session.execute(select(Human.id, Human.name)).all())
-    projects = dict(session.execute(select(Project.id, Project.name)).all())
+    agents = dict(session.execute(select(Agent.id, Agent.name).where(
+        Agent.id.in_({i.agent_id for i in rows}))).all())  # type: ignore[attr-defined]
+    humans = dict(session.execute(select(Human.id, Human.name).where(
+        Human.id.in_({i.human_id for i in rows}))).all())  # type: ignore[attr-defined]
+    projects = dict(session.execute(select(Project.id, Project.name).where(
+        Project.id.in_({i.project_id for i in rows}))).all())  # type: ignore[attr-defined]
     out = []
     for item in rows:
         v = view(item, projects.get(item.project_id))
