@@ -271,3 +271,35 @@ async def test_expiry_is_decided_by_the_hub(live: LiveApp, transport: str) -> No
         decided = read[a["structuredContent"]["id"]]
         assert decided["decision"] == "approve" and decided["resolved_by"] == "hub" and decided["resolved_via"] == "expiry"
         assert read[q["structuredContent"]["id"]]["status"] == "expired"
+
+
+async def test_todo_tools_and_their_errors(live: LiveApp, transport: str) -> None:
+    tid = make_todo(live)
+    add_project(live, "ro")
+    with live.hub.db.write() as s:
+        directory.grant(s, "claude1", "ro", "read")
+    ro_tid = make_todo(live, project="ro", title="Read only")
+    async with connect(transport, live.url, live.world.token) as agent:
+        listed = (await agent.ok("todo_list", {"project": "acme"}))["structuredContent"]
+        assert [t["id"] for t in listed["todos"]] == [tid] and "payload" not in listed["todos"][0]
+        got = (await agent.ok("todo_get", {"id": tid}))["structuredContent"]
+        assert got["attempts"] == [] and got["state"] == "pending"
+        claim = (await agent.ok("todo_claim", {"id": tid, "lease_seconds": 60}))["structuredContent"]
+        lease = claim["lease_token"]
+        beat = (await agent.ok("todo_heartbeat", {"id": tid, "lease_seconds": 120, "lease_token": lease}))
+        assert beat["structuredContent"]["state"] == "claimed"
+        stale = await agent.error("todo_complete", {"id": tid, "lease_token": "stale"})
+        assert stale["code"] == "conflict"
+        failed = (await agent.ok("todo_fail", {"id": tid, "summary": "flaky", "lease_token": lease}))
+        assert failed["structuredContent"]["state"] == "failed" and failed["structuredContent"]["next_retry_at"]
+        assert (await agent.error("todo_release", {"id": tid}))["code"] == "conflict"
+        assert (await agent.ok("todo_claim", {"project": "acme"}))["structuredContent"] == {"empty": True}
+        assert (await agent.error("todo_claim", {"id": ro_tid}))["code"] == "forbidden"
+        assert (await agent.error("todo_claim", {"id": tid, "project": "acme"}))["code"] == "invalid_argument"
+        assert (await agent.error("todo_heartbeat", {"id": "td_nope"}))["code"] == "not_found"
+        assert (await agent.error("todo_list", {"limit": 201}))["code"] == "invalid_argument"
+        assert (await agent.error("no_such_tool", {}))["code"] == "invalid_argument"
+    other = add_agent(live, "claude3", "carol", {"ro": "read"})
+    async with connect(transport, live.url, other) as stranger:
+        # A todo in a project the caller cannot read is the same not_found as an unknown one.
+        assert (await stranger.error("todo_get", {"id": tid})) == (await stranger.error("todo_get", {"id": "td_x"}))
