@@ -29,31 +29,31 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from typing import Any
 
-import anyio  # noqa: E402
-import httpx2  # noqa: E402
-import mcp_types as types  # noqa: E402
-import uvicorn  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from pydantic import TypeAdapter  # noqa: E402
-from sqlalchemy import update  # noqa: E402
+import anyio
+import httpx2
+import mcp_types as types
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import TypeAdapter
+from sqlalchemy import update
 
-from switchboard import directory  # noqa: E402
-from switchboard.config import Settings  # noqa: E402
-from switchboard.db import upgrade  # noqa: E402
-from switchboard.hub import Hub  # noqa: E402
-from switchboard.inbox import items as inbox  # noqa: E402
-from switchboard.mcp_server.tools import Caller, call_tool  # noqa: E402
-from switchboard.models import Todo  # noqa: E402
-from switchboard.notify import subscriptions, trailer  # noqa: E402
-from switchboard.queue import todos  # noqa: E402
+from switchboard import directory
+from switchboard.config import Settings
+from switchboard.db import upgrade
+from switchboard.hub import Hub
+from switchboard.inbox import items as inbox
+from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.models import Todo
+from switchboard.notify import subscriptions, trailer
+from switchboard.queue import todos
 
 RAW = TypeAdapter(dict[str, Any])
 
@@ -116,9 +116,9 @@ def hub_side(settings: Settings, caller: Caller, calls: int) -> tuple[float, flo
 
 
 def serve(settings: Settings) -> tuple[str, Hub, uvicorn.Server, threading.Thread]:
-    from switchboard.web.asgi import create_app
-
     import socket
+
+    from switchboard.web.asgi import create_app
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

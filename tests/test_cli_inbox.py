@@ -39,7 +39,7 @@ async def test_human_answers_and_decides_from_the_cli(live: LiveApp) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait)
             bad = await anyio.to_thread.run_sync(lambda: subprocess.run(
-                [switchboard_exe(), "inbox", "answer", qid, "maybe", "--json"], env=env, capture_output=True,
+                [switchboard_exe(), "inbox", "answer", qid, "maybe", "--json"], env=env, capture_output=True, check=False,
                 text=True, timeout=60))
             assert bad.returncode == 2 and '"invalid_argument"' in bad.stdout
             answered = await anyio.to_thread.run_sync(lambda: cli(env, "inbox", "answer", qid, "yes"))
@@ -52,7 +52,7 @@ async def test_human_answers_and_decides_from_the_cli(live: LiveApp) -> None:
             lambda: cli(env, "inbox", "decide", aid, "approve", "--note", "backed up"))
         assert decided["decision"] == "approve" and decided["note"] == "backed up"
         twice = await anyio.to_thread.run_sync(lambda: subprocess.run(
-            [switchboard_exe(), "inbox", "decide", aid, "deny", "--json"], env=env, capture_output=True,
+            [switchboard_exe(), "inbox", "decide", aid, "deny", "--json"], env=env, capture_output=True, check=False,
             text=True, timeout=60))
         assert twice.returncode == 2 and '"conflict"' in twice.stdout
         items = (await agent.ok("whoami"))["notifications"]["pending"]

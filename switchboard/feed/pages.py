@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlmodel import Session
 
-from switchboard.errors import InvalidArgument
+from switchboard.errors import Conflict, InvalidArgument
 from switchboard.models import FeedEvent
 from switchboard.notify import cursors
 from switchboard.queue.todos import iso, resolve_projects
@@ -79,8 +79,8 @@ def read(session: Session, agent_id: str, grants: dict[str, str], *, project: st
             newest[event.project_id] = int(event.id or 0)
         for pid, new in newest.items():
             if not cursors.advance(session, agent_id, stream, pid, stored[pid], new):
-                from switchboard.errors import Conflict
-
-                raise Conflict("another read of this agent moved the cursor; read again")
+                raced = Conflict("another read of this agent moved the stored cursor; read again")
+                raced.retryable = True
+                raise raced
     return {"events": [event_view(e) for e in page], "next_since": int(page[-1].id or 0),
             "has_more": len(rows) > limit}

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 
 from switchboard import directory
+from switchboard.errors import NotFound
 from switchboard.inbox import items as inbox
 from switchboard.models import AgentCursor, InboxItem
 from switchboard.queue import todos
@@ -47,7 +48,7 @@ def add_agent(live: LiveApp, name: str, human: str, grants: dict[str, str]) -> s
     with live.hub.db.write() as s:
         try:
             directory.human_by_name(s, human)
-        except Exception:
+        except NotFound:
             directory.add_human(s, human)
         directory.add_agent(s, name, human)
         for project, role in grants.items():

@@ -106,7 +106,7 @@ def test_inbox_resolution_rings_waiters_over_redis(redis_url: str, tmp_path: Pat
                     try:
                         await asyncio.wait_for(waiter[1].wait(), 0.1)
                         return
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         continue
                 raise AssertionError("no inbox ring over Redis")
             finally:
