@@ -18,7 +18,6 @@ thread (:func:`call_tool_async`).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,8 +31,9 @@ from switchboard.errors import InvalidArgument, SwitchboardError
 from switchboard.feed import pages as feed_pages
 from switchboard.feed.events import KINDS as FEED_KINDS
 from switchboard.inbox import items as inbox
+from switchboard.inbox import waiting
 from switchboard.models import Agent, Human, Project
-from switchboard.notify import cursors, subscriptions, trailer
+from switchboard.notify import subscriptions, trailer
 from switchboard.queue import leases, todos
 
 if TYPE_CHECKING:
@@ -201,51 +201,14 @@ def _render_inbox(r: dict[str, Any]) -> str:
     return "\n".join(lines) or "no inbox items"
 
 
-def _inbox_poll(hub: Hub, caller: Caller, since: int | None) -> dict[str, Any]:
-    """Resolved items after ``since``, or after the agent's stored ``inbox`` cursor (advanced when
-    items are returned, in the same transaction)."""
-    if since is not None:
-        with hub.db.read() as s:
-            rows = inbox.resolved_after(s, caller.agent_id, since)
-            return {"resolved": [inbox.view(i) for i in rows],
-                    "next_since": int(rows[-1].resolved_event_id or 0) if rows else since}
-    with hub.db.write() as s:
-        old = cursors.position(s, caller.agent_id, cursors.INBOX)
-        rows = inbox.resolved_after(s, caller.agent_id, old or 0)
-        if rows and not cursors.advance(s, caller.agent_id, cursors.INBOX, "", old,
-                                        int(rows[-1].resolved_event_id or 0)):
-            rows = []
-        return {"resolved": [inbox.view(i) for i in rows],
-                "next_since": int(rows[-1].resolved_event_id or 0) if rows else (old or 0)}
-
-
-INBOX_WAIT_MAX_SECONDS = 60
-INBOX_WAIT_RECHECK_SECONDS = 2.0  # re-read the ledger this often in case a doorbell was lost
-
-
 async def _inbox_wait(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    """Park on the broker (no thread) until one of the caller's items resolves or time is up."""
-    wait = float(args.get("wait_seconds", 30))
-    since = args.get("since")
-    deadline = time.monotonic() + wait
-    waiter = hub.inbox_waiters.register(caller.agent_id)  # before the first read: no lost ring
-    try:
-        while True:
-            waiter[1].clear()
-            result = await anyio.to_thread.run_sync(_inbox_poll, hub, caller, since)
-            remaining = deadline - time.monotonic()
-            if result["resolved"] or remaining <= 0:
-                result["timed_out"] = not result["resolved"]
-                return result
-            with anyio.move_on_after(min(remaining, INBOX_WAIT_RECHECK_SECONDS)):
-                await waiter[1].wait()
-    finally:
-        hub.inbox_waiters.unregister(caller.agent_id, waiter)
+    return await waiting.wait(hub, caller.agent_id, float(args.get("wait_seconds", waiting.DEFAULT_SECONDS)),
+                              args.get("since"))
 
 
 def _inbox_wait_sync(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    # Only reached through invoke() (REST in a Flask thread): no waiting there, a poll.
-    result = _inbox_poll(hub, caller, args.get("since"))
+    # Only reached through invoke() (a Flask thread): no waiting there, one poll.
+    result = waiting.poll(hub, caller.agent_id, args.get("since"))
     result["timed_out"] = not result["resolved"]
     return result
 
@@ -373,7 +336,7 @@ TOOLS: list[ToolSpec] = [
         "Block until one of your questions or approvals is resolved, at most wait_seconds (default 30, max 60; "
         "0 just checks). Without since it returns each resolution once (your stored position); with since "
         "(next_since of an earlier call) it returns those after it. {resolved: [], timed_out: true} on time-out.",
-        _schema({"wait_seconds": {"type": "number", "minimum": 0, "maximum": INBOX_WAIT_MAX_SECONDS},
+        _schema({"wait_seconds": {"type": "number", "minimum": 0, "maximum": waiting.MAX_SECONDS},
                  "since": _SINCE}),
         _inbox_wait_sync, _render_wait, waiter=_inbox_wait),
     ToolSpec(
