@@ -436,6 +436,16 @@ def token_vend(agent_name: str) -> tuple[dict[str, Any], str]:
     return {"agent": agent_name, "token": value}, value
 
 
+@token.command("vend-human")
+@click.argument("human_name")
+@admin
+def token_vend_human(human_name: str) -> tuple[dict[str, Any], str]:
+    """Vend an API token for HUMAN_NAME (shown once): answers and decides inbox items over REST."""
+    with _hub_cli().db.write() as s:
+        value = directory.vend_human_token(s, human_name)
+    return {"human": human_name, "token": value}, value
+
+
 @main.command("grant")
 @click.argument("agent_name")
 @click.argument("project_name")
@@ -579,6 +589,79 @@ def todo_cancel(todo_id: str) -> tuple[dict[str, Any], str]:
     with hub.db.write() as s:
         data = todo_ops.cancel(s, hub.clock, todo_id)
     return data, f"{todo_id} cancelled"
+
+
+@main.group()
+def inbox() -> None:
+    """Questions and approvals from agents: list them, answer, decide (the human side)."""
+
+
+@inbox.command("list")
+@click.option("--human", "human_name", default=None, help="Only items waiting on this human.")
+@click.option("--status", type=click.Choice(["open", "answered", "decided", "expired", "all"]), default="open",
+              show_default=True)
+@click.option("--limit", default=100, type=click.IntRange(1, 1000), show_default=True)
+@admin
+def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[str, Any], str]:
+    """List inbox items, oldest first."""
+    from switchboard.inbox import items as inbox_ops
+
+    hub = _hub_cli()
+    with hub.db.read() as s:
+        human_id = directory.human_by_name(s, human_name).id if human_name else None
+        rows = inbox_ops.list_for_human(s, human_id=human_id, status=None if status == "all" else status,
+                                        limit=limit)
+    lines = []
+    for r in rows:
+        extra = f" options: {', '.join(r['options'])}" if r["options"] else ""
+        result = f" -> {r['answer'] or r['decision']}" if r["status"] != "open" and (r["answer"] or r["decision"]) else ""
+        lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project']} from {r['agent']} to {r['human']}: "
+                     f"{r['title']}{extra}{result}")
+    return {"items": rows}, "\n".join(lines) or "no inbox items"
+
+
+def _resolve_as(item_id: str, human_name: str | None, **kwargs: Any) -> dict[str, Any]:
+    from switchboard.errors import NotFound
+    from switchboard.inbox import items as inbox_ops
+    from switchboard.models import InboxItem
+
+    hub = _hub_cli()
+    try:
+        with hub.db.write() as s:
+            row_ = s.get(InboxItem, item_id)
+            if row_ is None:
+                raise NotFound("no such inbox item")
+            human_id = directory.human_by_name(s, human_name).id if human_name else row_.human_id
+            data, agent_id = inbox_ops.resolve(s, hub.clock, item_id, via="cli", human_id=human_id, **kwargs)
+        # Over Redis this rings the agent's inbox_wait at once; embedded, `serve` notices the
+        # resolution on its next maintenance pass (every reap interval, 2 s by default).
+        hub.broker.publish_inbox(agent_id)
+    finally:
+        hub.close()
+    return data
+
+
+@inbox.command("answer")
+@click.argument("item_id")
+@click.argument("answer")
+@click.option("--as", "human_name", default=None, help="The answering human (default: the item's human).")
+@admin
+def inbox_answer(item_id: str, answer: str, human_name: str | None) -> tuple[dict[str, Any], str]:
+    """Answer the question ITEM_ID with ANSWER (one of its options, when it has some)."""
+    data = _resolve_as(item_id, human_name, answer=answer)
+    return data, f"{item_id} answered"
+
+
+@inbox.command("decide")
+@click.argument("item_id")
+@click.argument("decision", type=click.Choice(["approve", "deny"]))
+@click.option("--note", default=None, help="Why (shown to the agent).")
+@click.option("--as", "human_name", default=None, help="The deciding human (default: the item's human).")
+@admin
+def inbox_decide(item_id: str, decision: str, note: str | None, human_name: str | None) -> tuple[dict[str, Any], str]:
+    """Approve or deny the approval ITEM_ID."""
+    data = _resolve_as(item_id, human_name, decision=decision, note=note)
+    return data, f"{item_id} {decision}d"
 
 
 @main.command()

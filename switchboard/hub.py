@@ -9,7 +9,7 @@ from collections import Counter
 from switchboard.clock import Clock, SystemClock
 from switchboard.config import Settings
 from switchboard.db import Database
-from switchboard.notify.broker import AgentStreams, Broker, LocalBroker, RedisBroker
+from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalBroker, RedisBroker
 from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
 
 log = logging.getLogger(__name__)
@@ -34,13 +34,16 @@ class Hub:
         vault.attach(self.db, vault.load_key_ring(settings))  # delivery bodies are sealed at rest
         self.role = role
         self.streams = AgentStreams()
+        self.inbox_waiters = InboxWaiters()
+        self._inbox_seen: int | None = None  # newest resolution already rung (see reap)
         self.counters: Counter[str] = Counter()
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         if settings.redis_url:
-            self.broker: Broker = RedisBroker(settings.redis_url, self.streams if role == "serve" else None)
+            self.broker: Broker = RedisBroker(settings.redis_url, self.streams if role == "serve" else None,
+                                              self.inbox_waiters)
         else:
-            self.broker = LocalBroker(self.streams)
+            self.broker = LocalBroker(self.streams, self.inbox_waiters)
         if role == "serve":
             self.dispatcher: Dispatcher = (
                 RqDispatcher(settings.redis_url) if settings.redis_url else InlineDispatcher(self)
@@ -93,7 +96,9 @@ class Hub:
     def reap(self) -> dict[str, int]:
         """One maintenance pass: expired leases and due retries back to the queue, then wakes
         for pending todos never rung (made by the CLI or another process), re-queued, or due a
-        re-ring (DESIGN.md §6.5)."""
+        re-ring (DESIGN.md §6.5); inbox items past their expiry decided by ``on_expiry``, and
+        ``inbox_wait`` rung for resolutions made in another process without Redis (the CLI)."""
+        from switchboard.inbox.items import expire_due
         from switchboard.models import Todo
         from switchboard.notify.wakes import due_rings
         from switchboard.queue.leases import reap
@@ -105,10 +110,31 @@ class Hub:
                 if todo is not None:
                     todo.rung_at, todo.ring_count = None, 0
             wakes = due_rings(s, self.clock)
+            expired_for = expire_due(s, self.clock)
         for wake in wakes:
             self.broker.publish_wake(wake)
+        for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
+            self.broker.publish_inbox(agent_id)
         counts["rung"] = len(wakes)
+        counts["expired"] = len(expired_for)
         return counts
+
+    def _resolved_elsewhere(self) -> list[str]:
+        """Agents with items resolved since the last pass (one indexed read on
+        ``resolved_event_id``); rings are harmless when the resolver rang already."""
+        from sqlalchemy import func, select
+
+        from switchboard.models import InboxItem
+
+        with self.db.read() as s:
+            if self._inbox_seen is None:
+                self._inbox_seen = int(s.execute(select(func.max(InboxItem.resolved_event_id))).scalar() or 0)
+                return []
+            rows = s.execute(select(InboxItem.agent_id, InboxItem.resolved_event_id)
+                             .where(InboxItem.resolved_event_id > self._inbox_seen)).all()
+        if rows:
+            self._inbox_seen = max(int(r[1]) for r in rows)
+        return [r[0] for r in rows]
 
     def close(self) -> None:
         """Stop background threads and close connections."""

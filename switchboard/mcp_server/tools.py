@@ -6,23 +6,35 @@ adapter calls, and the adapter's ``tools/list`` all read :data:`TOOLS`; the adap
 defines a tool of its own.
 
 A result is ``{"content": [{"type": "text", "text": ...}], "structuredContent": {...},
-"isError": bool}``; an error's structured content is ``{code, message, retryable}``.
+"isError": bool}``; an error's structured content is ``{code, message, retryable}``. A
+successful result may also carry ``"notifications": {"pending": [...]}`` (the trailer,
+DESIGN.md §6.4), mirrored as its last text block; the MCP servers put the member back on the
+wire with a middleware (the SDK drops unknown members).
+
+``inbox_wait`` is the one tool with an async ``waiter``: it parks on the broker instead of a
+thread (:func:`call_tool_async`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import jsonschema
 from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.errors import InvalidArgument, SwitchboardError
+from switchboard.feed import pages as feed_pages
+from switchboard.feed.events import KINDS as FEED_KINDS
+from switchboard.inbox import items as inbox
+from switchboard.inbox import waiting
 from switchboard.intake import vault
 from switchboard.models import Agent, Human, Project
+from switchboard.notify import subscriptions, trailer
 from switchboard.queue import leases, todos
 
 if TYPE_CHECKING:
@@ -49,6 +61,7 @@ class ToolSpec:
     input_schema: dict[str, Any]
     handler: Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]
     render: Callable[[dict[str, Any]], str]
+    waiter: Callable[[Hub, Caller, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP ``Tool`` shape (camelCase wire names)."""
@@ -157,6 +170,91 @@ _LEASE_TOKEN = {"type": "string", "minLength": 1, "maxLength": 200,
 _LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": leases.MAX_LEASE_SECONDS}
 
 
+# --- inbox (DESIGN.md §6.3): questions and approvals, answered by humans --------------------------
+
+def _post(kind: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
+    def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+        with hub.db.write() as s:
+            return inbox.post(s, hub.clock, agent_id=caller.agent_id, grants=directory.grants_of(s, caller.agent_id),
+                              kind=kind, project=args["project"], title=args["title"], body=args.get("body"),
+                              options=args.get("options"), expires_in_seconds=args.get("expires_in_seconds"),
+                              on_expiry=args.get("on_expiry"))
+
+    return handler
+
+
+def _render_item(r: dict[str, Any]) -> str:
+    extra = f", expires {r['expires_at']} ({r['on_expiry']})" if r.get("expires_at") else ""
+    return f"{r['kind']} {r['id']} is {r['status']}{extra}: {r['title']}"
+
+
+def _inbox_read(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    with hub.db.read() as s:
+        return inbox.read(s, caller.agent_id, status=args.get("status"), since=args.get("since"),
+                          limit=args.get("limit", 50))
+
+
+def _render_inbox(r: dict[str, Any]) -> str:
+    lines = [_render_item(i) + (f" -> {i['answer'] or i['decision']}" if i["status"] != "open" and
+                                (i["answer"] or i["decision"]) else "") for i in r["items"]]
+    if r.get("has_more"):
+        lines.append(f"(more exist: call again with since={r['next_since']})")
+    return "\n".join(lines) or "no inbox items"
+
+
+async def _inbox_wait(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    return await waiting.wait(hub, caller.agent_id, float(args.get("wait_seconds", waiting.DEFAULT_SECONDS)),
+                              args.get("since"))
+
+
+def _inbox_wait_sync(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    # Only reached through invoke() (a Flask thread): no waiting there, one poll.
+    result = waiting.poll(hub, caller.agent_id, args.get("since"))
+    result["timed_out"] = not result["resolved"]
+    return result
+
+
+def _render_wait(r: dict[str, Any]) -> str:
+    if not r["resolved"]:
+        return f"nothing resolved yet (since {r['next_since']})"
+    return "\n".join(_render_item(i) + f" -> {i['answer'] or i['decision'] or i['status']}" for i in r["resolved"])
+
+
+# --- feed and subscriptions (DESIGN.md §6.3, §6.4) -------------------------------------------------
+
+def _feed_read(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    with hub.db.write() if args.get("since") is None else hub.db.read() as s:
+        return feed_pages.read(s, caller.agent_id, directory.grants_of(s, caller.agent_id),
+                               project=args.get("project"), kinds=args.get("kinds"), since=args.get("since"),
+                               limit=args.get("limit", feed_pages.DEFAULT_LIMIT))
+
+
+def _render_feed(r: dict[str, Any]) -> str:
+    lines = [f"#{e['id']} {e['kind']}: {e['title']}" for e in r["events"]] or ["no new events"]
+    lines.append(f"next_since={r['next_since']}" + (" (more exist)" if r.get("has_more") else ""))
+    return "\n".join(lines)
+
+
+def _subscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    with hub.db.write() as s:
+        return subscriptions.subscribe(s, hub.clock, caller.agent_id, directory.grants_of(s, caller.agent_id),
+                                       args["kinds"], args.get("project"))
+
+
+def _unsubscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    with hub.db.write() as s:
+        return subscriptions.unsubscribe(s, caller.agent_id, args["subscription_id"])
+
+
+_SINCE = {"type": "integer", "minimum": 0, "description": "A feed position (exclusive): next_since of an earlier page."}
+_INBOX_POST = {
+    "project": _NAME,
+    "title": {"type": "string", "minLength": 1, "maxLength": inbox.MAX_TITLE_CHARS},
+    "body": {"type": "string", "maxLength": inbox.MAX_BODY_CHARS},
+    "expires_in_seconds": {"type": "integer", "minimum": 1, "maximum": inbox.MAX_EXPIRES_SECONDS},
+}
+
+
 TOOLS: list[ToolSpec] = [
     ToolSpec("whoami", "Who am I: this agent, its human, and its grants (project and role).",
              _schema({}), _whoami, _render_whoami),
@@ -205,6 +303,63 @@ TOOLS: list[ToolSpec] = [
         "work on the ref's project; every fetch is audited (secret.fetched) and rate limited.",
         _schema({"ref": {"type": "string", "minLength": 1, "maxLength": 100}}, ["ref"]),
         vault.fetch_tool, vault.render_fetch),
+    ToolSpec(
+        "feed_read",
+        "Feed events (what happened) in projects you can read, oldest first. With since (an event id) the read "
+        "is stateless; without it your stored cursor per project is used and advanced past what this page "
+        "returned. next_since is in every page; limit 1-200 (default 50); has_more says when more exist.",
+        _schema({"project": _NAME, "kinds": {"type": "array", "items": {"type": "string", "enum": list(FEED_KINDS)},
+                                             "minItems": 1, "maxItems": len(FEED_KINDS)},
+                 "since": _SINCE, "limit": {"type": "integer", "minimum": 1, "maximum": feed_pages.MAX_LIMIT}}),
+        _feed_read, _render_feed),
+    ToolSpec(
+        "question_post",
+        "Ask your human a question in a project you work on. options limits the answers; expires_in_seconds "
+        "with on_expiry ('expire' or one of the options) lets the hub close it. The answer arrives in the "
+        "notifications trailer, inbox_wait and inbox_read.",
+        _schema({**_INBOX_POST, "options": {"type": "array", "items": {"type": "string", "minLength": 1,
+                                                                        "maxLength": 200},
+                                            "minItems": 1, "maxItems": inbox.MAX_OPTIONS},
+                 "on_expiry": {"type": "string", "minLength": 1, "maxLength": 200}}, ["project", "title"]),
+        _post("question"), _render_item),
+    ToolSpec(
+        "approval_request",
+        "Ask your human to approve or deny something before you do it. expires_in_seconds with on_expiry "
+        "('deny' by default, 'approve' or 'expire') lets the hub decide if nobody does.",
+        _schema({**_INBOX_POST, "options": {"type": "array", "maxItems": 0,
+                                            "description": "Not used: approvals are approve or deny."},
+                 "on_expiry": {"type": "string", "enum": ["deny", "approve", "expire"]}}, ["project", "title"]),
+        _post("approval"), _render_item),
+    ToolSpec(
+        "inbox_read",
+        "Your questions and approvals with their answers and decisions (who, when, through which path), in "
+        "order of their last change. status: open, answered, decided, expired or resolved; since: next_since "
+        "of an earlier page; limit 1-200 (default 50).",
+        _schema({"status": {"type": "string", "enum": list(inbox.READ_STATUSES)}, "since": _SINCE,
+                 "limit": {"type": "integer", "minimum": 1, "maximum": inbox.MAX_READ_LIMIT}}),
+        _inbox_read, _render_inbox),
+    ToolSpec(
+        "inbox_wait",
+        "Block until one of your questions or approvals is resolved, at most wait_seconds (default 30, max 60; "
+        "0 just checks). Without since it returns each resolution once (your stored position); with since "
+        "(next_since of an earlier call) it returns those after it. {resolved: [], timed_out: true} on time-out.",
+        _schema({"wait_seconds": {"type": "number", "minimum": 0, "maximum": waiting.MAX_SECONDS},
+                 "since": _SINCE}),
+        _inbox_wait_sync, _render_wait, waiter=_inbox_wait),
+    ToolSpec(
+        "notify_subscribe",
+        "Subscribe to feed events of the given kinds (optionally in one project): new ones arrive in the "
+        "notifications trailer of your next tool results, each once. Starts at the newest matching event "
+        "(no history); an unscoped subscription covers the projects you can read at each call.",
+        _schema({"kinds": {"type": "array", "items": {"type": "string", "enum": list(FEED_KINDS)},
+                           "minItems": 1, "maxItems": len(FEED_KINDS)},
+                 "project": _NAME}, ["kinds"]),
+        _subscribe, lambda r: f"subscribed {r['subscription_id']} to {', '.join(r['kinds'])} from #{r['cursor']}"),
+    ToolSpec(
+        "notify_unsubscribe",
+        "Remove one of your subscriptions.",
+        _schema({"subscription_id": _ID}, ["subscription_id"]),
+        _unsubscribe, lambda r: f"removed {r['subscription_id']}"),
 ]
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
@@ -223,12 +378,11 @@ _TOOL_CODE_MAP = {"dependency_unavailable": "internal", "malformed_request": "in
                   "malformed_payload": "invalid_argument"}
 
 
-def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:
-    """Validate ``arguments`` against the tool's schema and run it; return structured content.
+def validate(name: str, arguments: Any) -> tuple[ToolSpec, dict[str, Any]]:
+    """The tool and its arguments, checked against its input schema.
 
     Raises:
         InvalidArgument: unknown tool, or arguments that do not match the schema.
-        SwitchboardError: whatever the tool raises (``not_found``, ``conflict``, ...).
     """
     spec = TOOLS_BY_NAME.get(name)
     if spec is None:
@@ -241,25 +395,77 @@ def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
         raise InvalidArgument(f"{where}: {exc.message}") from None
+    return spec, args
+
+
+def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:
+    """Validate ``arguments`` against the tool's schema and run it; return structured content.
+
+    Raises:
+        InvalidArgument: unknown tool, or arguments that do not match the schema.
+        SwitchboardError: whatever the tool raises (``not_found``, ``conflict``, ...).
+    """
+    spec, args = validate(name, arguments)
     return spec.handler(hub, caller, args)
 
 
-def call_tool(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:
+def success(hub: Hub, caller: Caller, name: str, structured: dict[str, Any], *,
+            with_trailer: bool = True) -> dict[str, Any]:
+    """The wire result of a successful call, with the notifications trailer when something is
+    pending (DESIGN.md §6.4). A failing trailer is logged and left off: it never fails the call."""
+    result: dict[str, Any] = {"content": [{"type": "text", "text": TOOLS_BY_NAME[name].render(structured)}],
+                              "structuredContent": structured, "isError": False}
+    if with_trailer:
+        try:
+            member = trailer.collect(hub.db, caller.agent_id)
+        except Exception as exc:  # noqa: BLE001 - the trailer is a nudge; the ledger keeps everything
+            log.warning("notifications trailer skipped (%s)", type(exc).__name__)
+            member = None
+        if member is not None:
+            result["notifications"] = member
+            result["content"].append({"type": "text", "text": trailer.text_block(member)})
+    return result
+
+
+def _internal(name: str) -> dict[str, Any]:
+    log.exception("tool %s failed", name)
+    return error_result(SwitchboardError("internal error; the operation may be retried"))
+
+
+def call_tool(hub: Hub, caller: Caller, name: str, arguments: Any, *, with_trailer: bool = True) -> dict[str, Any]:
     """Run a tool for ``caller`` and return the wire-shaped result (never raises for bad input).
 
     Args:
         name: a tool name from :data:`TOOLS`.
         arguments: the JSON arguments (an object, or ``None`` for none).
+        with_trailer: add the notifications trailer (off only for benchmarks).
     """
     try:
         structured = invoke(hub, caller, name, arguments)
     except SwitchboardError as exc:
         return error_result(exc)
     except Exception:  # noqa: BLE001 - a tool never answers with a traceback
-        log.exception("tool %s failed", name)
-        return error_result(SwitchboardError("internal error; the operation may be retried"))
-    return {"content": [{"type": "text", "text": TOOLS_BY_NAME[name].render(structured)}],
-            "structuredContent": structured, "isError": False}
+        return _internal(name)
+    return success(hub, caller, name, structured, with_trailer=with_trailer)
+
+
+async def call_tool_async(hub: Hub, caller: Caller, name: str, arguments: Any, *,
+                          with_trailer: bool = True) -> dict[str, Any]:
+    """:func:`call_tool` for the async servers: database work runs in worker threads, and a tool
+    with a ``waiter`` (``inbox_wait``) waits on the event loop, holding no thread."""
+    spec = TOOLS_BY_NAME.get(name)
+    if spec is None or spec.waiter is None:
+        return await anyio.to_thread.run_sync(
+            lambda: call_tool(hub, caller, name, arguments, with_trailer=with_trailer))
+    try:
+        spec, args = validate(name, arguments)
+        structured = await spec.waiter(hub, caller, args)
+    except SwitchboardError as exc:
+        return error_result(exc)
+    except Exception:  # noqa: BLE001
+        return _internal(name)
+    return await anyio.to_thread.run_sync(
+        lambda: success(hub, caller, name, structured, with_trailer=with_trailer))
 
 
 def resolve_caller(hub: Hub, token: str | None) -> Caller:

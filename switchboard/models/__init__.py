@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlmodel import SQLModel
 
+from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
 from switchboard.models.principals import (
     Agent,
     Grant,
@@ -22,6 +23,7 @@ metadata = SQLModel.metadata
 
 __all__ = [
     "Agent",
+    "AgentCursor",
     "Attempt",
     "Delivery",
     "FeedEvent",
@@ -29,11 +31,13 @@ __all__ = [
     "Human",
     "HumanToken",
     "Identity",
+    "InboxItem",
     "Project",
     "ProjectOwner",
     "SecretRef",
     "Source",
     "SourceSecret",
+    "Subscription",
     "Todo",
     "Token",
     "metadata",

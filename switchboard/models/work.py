@@ -82,7 +82,12 @@ class FeedEvent(SQLModel, table=True):
     """An append-only record with a monotonic id (DESIGN.md §6.7)."""
 
     __tablename__ = "feed_events"
-    __table_args__ = (sa.Index("ix_feed_project_id", "project_id", "id"),)
+    __table_args__ = (
+        sa.Index("ix_feed_project_id", "project_id", "id"),
+        # Subscriptions and kind-filtered reads: one index range per (project, kind).
+        sa.Index("ix_feed_project_kind_id", "project_id", "kind", "id"),
+        sa.Index("ix_feed_kind_id", "kind", "id"),
+    )
 
     id: int | None = Field(
         default=None,

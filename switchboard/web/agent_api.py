@@ -2,7 +2,10 @@
 
 - ``GET /api/v1/agent/tools``: the tool catalogue (MCP ``Tool`` shapes).
 - ``POST /api/v1/agent/tools/<name>``: call a tool with a JSON object of arguments; the body
-  is the MCP ``CallToolResult`` (tool errors are ``isError`` results with status 200).
+  is the MCP ``CallToolResult`` (tool errors are ``isError`` results with status 200), with the
+  ``notifications`` trailer member when something is pending (DESIGN.md §6.4).
+- ``GET /api/v1/inbox/wait?wait_seconds=&since=``: ``inbox_wait`` over REST, returning the
+  structured result as JSON (errors as problem details); parked on the broker, no thread.
 - ``GET /api/v1/agent/stream``: server-sent events carrying wakes for this agent; a comment
   heartbeat every 15 s, ``X-Accel-Buffering: no``, ``Cache-Control: no-cache``. Wakes carry no
   event id: they are doorbells, and a missed one is found by ``todo_list``.
@@ -24,9 +27,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, SwitchboardError
-from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool, resolve_caller
+from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool_async, resolve_caller
 from switchboard.notify.broker import Subscriber
-from switchboard.web.problems import from_error
+from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -65,8 +68,41 @@ async def invoke_tool(request: Request) -> Response:
             raise InvalidArgument("the body must be a JSON object of tool arguments") from None
     except SwitchboardError as exc:
         return from_error(exc)
-    result = await anyio.to_thread.run_sync(call_tool, hub, caller, request.path_params["name"], arguments)
+    result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
     return JSONResponse(result)
+
+
+async def inbox_wait(request: Request) -> Response:
+    """``GET /api/v1/inbox/wait``: the ``inbox_wait`` tool as plain JSON."""
+    from switchboard.web.schemas import InboxWaitQuery, query_args
+
+    try:
+        hub, caller = await _caller(request)
+        args = query_args(InboxWaitQuery(), _MultiArgs(request.query_params))
+    except SwitchboardError as exc:
+        return from_error(exc)
+    result = await call_tool_async(hub, caller, "inbox_wait", args, with_trailer=False)
+    if result.get("isError"):
+        body = result["structuredContent"]
+        status = {"invalid_argument": 400, "not_found": 404, "unauthenticated": 401}.get(body["code"], 500)
+        return problem(status, body["code"], body["message"])
+    return JSONResponse(result["structuredContent"])
+
+
+class _MultiArgs:
+    """Starlette query params with Werkzeug's ``getlist``/``get`` shape for :func:`query_args`."""
+
+    def __init__(self, params: Any) -> None:
+        self._params = params
+
+    def __iter__(self) -> Any:
+        return iter(dict.fromkeys(self._params.keys()))
+
+    def get(self, key: str) -> Any:
+        return self._params.get(key)
+
+    def getlist(self, key: str) -> list[str]:
+        return list(self._params.getlist(key))
 
 
 async def stream(request: Request) -> Response:

@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/tools", agent_api.list_tools, methods=["GET"]),
         Route("/api/v1/agent/tools/{name}", agent_api.invoke_tool, methods=["POST"]),
         Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),
+        Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

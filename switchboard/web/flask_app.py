@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def create_flask_app(hub: Hub) -> Flask:
-    """The Flask app for ``hub``: ``/``, ``/api/v1/health`` and the agent REST routes."""
+    """The Flask app for ``hub``: ``/``, ``/api/v1/health``, the agent and human REST routes and
+    the OpenAPI document ``/api/v1/openapi.json``."""
     app = Flask("switchboard")
     app.config["HUB"] = hub
 
@@ -35,11 +36,21 @@ def create_flask_app(hub: Hub) -> Flask:
         return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
                         "jobs": "rq" if hub.settings.redis_url else "inline"})
 
+    from switchboard.web.openapi import build_spec
+    from switchboard.web.rest_agent import bp as rest_agent
     from switchboard.web.rest_human import bp as rest_human
     from switchboard.web.rest_todos import bp as rest_todos
 
     app.register_blueprint(rest_todos)
+    app.register_blueprint(rest_agent)
     app.register_blueprint(rest_human)
+    openapi_doc: dict[str, Any] = {}
+
+    @app.get("/api/v1/openapi.json")
+    def openapi() -> Any:
+        if not openapi_doc:  # built once, on first request (no auth: it holds no data)
+            openapi_doc.update(build_spec(app))
+        return jsonify(openapi_doc)
 
     @app.errorhandler(SwitchboardError)
     def on_error(exc: SwitchboardError) -> Any:

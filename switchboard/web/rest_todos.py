@@ -45,11 +45,36 @@ def _body() -> dict[str, Any]:
 
 @bp.get("/whoami")
 def whoami() -> Any:
+    """The calling agent, its human and grants (``whoami``).
+    ---
+    get:
+      summary: Who am I
+      security: [{agent: []}]
+      responses:
+        200: {content: {application/json: {schema: Whoami}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+    """
     return _run("whoami", {})
 
 
 @bp.get("/todos")
 def list_todos() -> Any:
+    """Todos the agent can read (``todo_list``).
+    ---
+    get:
+      summary: List todos
+      security: [{agent: []}]
+      parameters:
+      - {in: query, name: project, schema: {type: string}}
+      - {in: query, name: queue, schema: {type: string}}
+      - {in: query, name: state, schema: {type: string, enum: [pending, claimed, done, failed, cancelled]}}
+      - {in: query, name: limit, schema: {type: integer, minimum: 1, maximum: 200}}
+      responses:
+        200: {content: {application/json: {schema: TodoPage}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
     args: dict[str, Any] = {k: v for k, v in request.args.items() if k in ("project", "queue", "state")}
     if "limit" in request.args:
         raw = request.args["limit"]
@@ -64,16 +89,58 @@ def list_todos() -> Any:
 
 @bp.get("/todos/<todo_id>")
 def get_todo(todo_id: str) -> Any:
+    """One todo with payload and attempts (``todo_get``).
+    ---
+    get:
+      summary: Get a todo
+      security: [{agent: []}]
+      parameters:
+      - {in: path, name: todo_id, required: true, schema: {type: string}}
+      responses:
+        200: {content: {application/json: {schema: Todo}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
     return _run("todo_get", {"id": todo_id})
 
 
 @bp.post("/todos/claim")
 def claim_next() -> Any:
+    """Claim the next pending todo (``todo_claim``).
+    ---
+    post:
+      summary: Claim the next todo
+      security: [{agent: []}]
+      requestBody: {content: {application/json: {schema: ClaimBody}}}
+      responses:
+        200: {content: {application/json: {schema: Claim}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        403: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
     return _run("todo_claim", _body())
 
 
 @bp.post("/todos/<todo_id>/<action>")
 def act(todo_id: str, action: str) -> Any:
+    """``todo_claim|heartbeat|complete|fail|release`` on one todo.
+    ---
+    post:
+      summary: Act on a held todo (claim, heartbeat, complete, fail, release)
+      security: [{agent: []}]
+      parameters:
+      - {in: path, name: todo_id, required: true, schema: {type: string}}
+      - {in: path, name: action, required: true, schema: {type: string, enum: [claim, heartbeat, complete, fail, release]}}
+      requestBody: {content: {application/json: {schema: TodoActionBody}}}
+      responses:
+        200: {content: {application/json: {schema: Todo}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        403: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+        409: {content: {application/problem+json: {schema: Problem}}}
+    """
     if action not in _ACTIONS:
         raise InvalidArgument(f"unknown action {action!r}; one of {', '.join(_ACTIONS)}")
     body = _body()

@@ -1,0 +1,86 @@
+"""``feed_read``: pages of feed events with an explicit or stored cursor (DESIGN.md §6.3, §6.5a).
+
+With ``since`` the read is stateless: events after that id. Without it, each project has the
+agent's stored cursor (one per project, and per kinds filter, so a filtered read never skips
+events of other kinds for an unfiltered one); a page that delivered events advances the
+cursors of the projects it covered in the same transaction, an empty page moves nothing.
+``next_since`` is in every page; ``has_more`` says when the limit cut the page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+from sqlmodel import Session
+
+from switchboard.errors import Conflict, InvalidArgument
+from switchboard.models import FeedEvent
+from switchboard.notify import cursors
+from switchboard.queue.todos import iso, resolve_projects
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def stream_name(kinds: list[str] | None) -> str:
+    """The cursor stream of a kinds filter: ``feed`` or ``feed:<16 hex of the sorted kinds>``."""
+    if not kinds:
+        return cursors.FEED
+    return "feed:" + hashlib.sha256(",".join(sorted(set(kinds))).encode()).hexdigest()[:16]
+
+
+def event_view(event: FeedEvent) -> dict[str, Any]:
+    """``{id, project_id, kind, subject_id, title, data, at}`` (``data`` is sanitised at intake)."""
+    return {"id": event.id, "project_id": event.project_id, "kind": event.kind, "subject_id": event.subject_id,
+            "title": event.title, "data": event.data, "at": iso(event.created_at)}
+
+
+def read(session: Session, agent_id: str, grants: dict[str, str], *, project: str | None = None,
+         kinds: list[str] | None = None, since: int | None = None, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """One page of events in projects the agent may read, oldest first.
+
+    Args:
+        session: a write session when ``since`` is None (stored cursors advance).
+        since: a feed event id (exclusive); None uses and advances the stored cursors.
+        limit: 1..200; over it is ``invalid_argument``, never silently cut.
+
+    Returns:
+        ``{events, next_since, has_more}``.
+
+    Raises:
+        NotFound: ``project`` is unknown or not readable. InvalidArgument: bad limit.
+    """
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be 1 to {MAX_LIMIT}")
+    project_ids = resolve_projects(session, grants, project, need_work=False)
+    if not project_ids:
+        return {"events": [], "next_since": since or 0, "has_more": False}
+    stream = stream_name(kinds)
+    stored: dict[str, int | None] = {}
+    if since is None:
+        stored = {pid: cursors.position(session, agent_id, stream, pid) for pid in project_ids}
+        where = or_(*[and_(FeedEvent.project_id == pid, FeedEvent.id > (pos or 0))  # type: ignore[operator]
+                      for pid, pos in stored.items()])
+    else:
+        where = and_(FeedEvent.project_id.in_(project_ids), FeedEvent.id > since)  # type: ignore[attr-defined,operator]
+    query = select(FeedEvent).where(where)
+    if kinds:
+        query = query.where(FeedEvent.kind.in_(kinds))  # type: ignore[attr-defined]
+    rows = session.execute(query.order_by(FeedEvent.id).limit(limit + 1)).scalars().all()
+    page = rows[:limit]
+    if not page:
+        floor = since if since is not None else max([p or 0 for p in stored.values()], default=0)
+        return {"events": [], "next_since": floor, "has_more": False}
+    if since is None:
+        newest: dict[str, int] = {}
+        for event in page:
+            newest[event.project_id] = int(event.id or 0)
+        for pid, new in newest.items():
+            if not cursors.advance(session, agent_id, stream, pid, stored[pid], new):
+                raced = Conflict("another read of this agent moved the stored cursor; read again")
+                raced.retryable = True
+                raise raced
+    return {"events": [event_view(e) for e in page], "next_since": int(page[-1].id or 0),
+            "has_more": len(rows) > limit}

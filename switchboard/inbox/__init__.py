@@ -1,0 +1,1 @@
+"""Questions, approvals (and later permission prompts): items that wait on a human."""

@@ -1,0 +1,267 @@
+"""Questions and approvals: what an agent asks a human (DESIGN.md §1, §5, §6.3, §6.7).
+
+An agent posts an item in a project it may work on; a human answers (question) or decides
+(approval) through the CLI, REST or later the web UI; the hub decides an item left open past
+``expires_at`` according to ``on_expiry``. Every change appends a feed event
+(``question.posted``/``answered``, ``approval.requested``/``decided``) in the same transaction,
+and the item's ``seq`` is the id of that event, so ``inbox_read``'s ``since`` is a feed position.
+``resolved_event_id`` is what the attention cursor of the notifications trailer walks.
+
+Every function takes the caller's session and raises :class:`~switchboard.errors.NotFound`
+(unknown or foreign ids, the same answer), :class:`~switchboard.errors.InvalidArgument` or
+:class:`~switchboard.errors.Conflict` (already resolved).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from switchboard.clock import Clock
+from switchboard.errors import Conflict, InvalidArgument, NotFound
+from switchboard.feed import events as feed
+from switchboard.intake.channel_break import breaks_channel
+from switchboard.models import Agent, Human, InboxItem, Project
+from switchboard.queue.todos import iso, resolve_projects
+
+MAX_TITLE_CHARS = 300
+MAX_BODY_CHARS = 20_000
+MAX_ANSWER_CHARS = 20_000
+MAX_OPTIONS = 20
+MAX_EXPIRES_SECONDS = 30 * 86_400
+MAX_READ_LIMIT = 200
+DECISIONS = ("approve", "deny")
+VIAS = ("cli", "rest", "web", "relay", "chat", "expiry")
+READ_STATUSES = ("open", "answered", "decided", "expired", "resolved")
+_POSTED = {"question": "question.posted", "approval": "approval.requested"}
+_RESOLVED = {"question": "question.answered", "approval": "approval.decided"}
+
+
+def one_line(kind: str, text: str, limit: int) -> str:
+    """``text`` with runs of whitespace folded to one space.
+
+    Raises:
+        InvalidArgument: empty, longer than ``limit`` characters, or holding a ``<channel>`` tag
+            (titles reach other agents' contexts through trailers: DESIGN.md §5).
+    """
+    line = " ".join(str(text).split())
+    if not line or len(line) > limit:
+        raise InvalidArgument(f"{kind} must be 1-{limit} characters on one line")
+    if breaks_channel(line):
+        raise InvalidArgument(f"{kind} must not contain a <channel> tag")
+    return line
+
+
+def post(session: Session, clock: Clock, *, agent_id: str, grants: dict[str, str], kind: str, project: str,
+         title: str, body: str | None = None, options: list[str] | None = None,
+         expires_in_seconds: int | None = None, on_expiry: str | None = None) -> dict[str, Any]:
+    """Create an open question or approval for the agent's human, with its feed event.
+
+    Args:
+        kind: ``question`` or ``approval``.
+        project: id or name of a project the agent may ``work`` on.
+        options: allowed answers of a question (approvals are always approve/deny).
+        expires_in_seconds: 1 .. 30 days; unset means the item waits for ever.
+        on_expiry: ``expire`` (default for questions), ``approve``/``deny`` (approvals; default
+            ``deny``), or one of ``options`` (questions: the hub answers with it).
+
+    Returns:
+        The item's public view (:func:`view`).
+
+    Raises:
+        NotFound: the project is unknown or not readable. Forbidden: read-only grant.
+        InvalidArgument: bad title, body, options or expiry settings.
+    """
+    if kind not in _POSTED:
+        raise ValueError(f"unknown inbox kind {kind!r}")
+    project_id = resolve_projects(session, grants, project, need_work=True)[0]
+    line = one_line("title", title, MAX_TITLE_CHARS)
+    if body is not None and len(body) > MAX_BODY_CHARS:
+        raise InvalidArgument(f"body must be at most {MAX_BODY_CHARS} characters")
+    if options is not None:
+        if kind == "approval":
+            raise InvalidArgument("an approval's options are always approve and deny; omit options")
+        options = [one_line("each option", o, 200) for o in options]
+        if not options or len(options) > MAX_OPTIONS or len(set(options)) != len(options):
+            raise InvalidArgument(f"options must be 1-{MAX_OPTIONS} distinct strings")
+    default = "deny" if kind == "approval" else "expire"
+    on_expiry = on_expiry or default
+    allowed = ["expire", *DECISIONS] if kind == "approval" else ["expire", *(options or [])]
+    if on_expiry not in allowed:
+        raise InvalidArgument(f"on_expiry must be one of: {', '.join(allowed)}")
+    if expires_in_seconds is not None and not 1 <= expires_in_seconds <= MAX_EXPIRES_SECONDS:
+        raise InvalidArgument(f"expires_in_seconds must be 1 to {MAX_EXPIRES_SECONDS}")
+    agent = session.get(Agent, agent_id)
+    if agent is None:
+        raise NotFound("no such agent")
+    now = clock.now()
+    item = InboxItem(kind=kind, project_id=project_id, agent_id=agent_id, human_id=agent.human_id, title=line,
+                     body=body, options=options, on_expiry=on_expiry, created_at=now,
+                     expires_at=now + timedelta(seconds=expires_in_seconds) if expires_in_seconds else None)
+    session.add(item)
+    session.flush()
+    label = "Question" if kind == "question" else "Approval requested"
+    event = feed.append(session, clock, project_id, _POSTED[kind], f"{label} by {agent.name}: {line}",
+                        subject_id=item.id, data={"inbox_item_id": item.id, "agent_id": agent_id})
+    item.seq = int(event.id or 0)
+    session.flush()
+    return view(item)
+
+
+def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id: str | None = None,
+            answer: str | None = None, decision: str | None = None, note: str | None = None,
+            expired: bool = False) -> tuple[dict[str, Any], str]:
+    """Answer a question or decide an approval, once, with who/when/how.
+
+    Args:
+        human_id: the deciding human, who must be the item's human (``None`` only for the hub on
+            expiry).
+        via: one of :data:`VIAS`.
+
+    Returns:
+        ``(view, agent_id)``: the item and the agent to notify.
+
+    Raises:
+        NotFound: unknown id (or, with ``human_id``, an item of another human).
+        Conflict: the item is resolved already. InvalidArgument: wrong operation for the kind,
+            an answer outside the options, an unknown decision.
+    """
+    if via not in VIAS:
+        raise ValueError(f"unknown path {via!r}")
+    item = session.get(InboxItem, item_id)
+    if item is None or (human_id is not None and item.human_id != human_id):
+        raise NotFound("no such inbox item")
+    if item.status != "open":
+        raise Conflict(f"the item is already {item.status}")
+    now = clock.now()
+    if expired:
+        item.status = "expired"
+    elif item.kind == "question":
+        if answer is None or decision is not None:
+            raise InvalidArgument("a question is answered (answer), not decided")
+        answer = answer.strip()
+        if not answer or len(answer) > MAX_ANSWER_CHARS:
+            raise InvalidArgument(f"answer must be 1-{MAX_ANSWER_CHARS} characters")
+        if item.options and answer not in item.options:
+            raise InvalidArgument(f"answer must be one of: {', '.join(item.options)}")
+        item.status, item.answer = "answered", answer
+    else:
+        if decision not in DECISIONS or answer is not None:
+            raise InvalidArgument("an approval is decided: decision approve or deny")
+        item.status, item.decision = "decided", decision
+    if note is not None:
+        if len(note) > MAX_ANSWER_CHARS:
+            raise InvalidArgument(f"note must be at most {MAX_ANSWER_CHARS} characters")
+        item.note = note
+    item.resolved_by_human_id, item.resolved_via, item.resolved_at = human_id, via, now
+    what = {"answered": "answered", "expired": "expired", "decided": f"{item.decision}d"}[item.status]
+    noun = "Question" if item.kind == "question" else "Approval"
+    event = feed.append(session, clock, item.project_id, _RESOLVED[item.kind], f"{noun} {what}: {item.title}",
+                        subject_id=item.id,
+                        data={"inbox_item_id": item.id, "agent_id": item.agent_id, "status": item.status,
+                              "decision": item.decision, "via": via})
+    item.resolved_event_id = item.seq = int(event.id or 0)
+    session.flush()
+    return view(item), item.agent_id
+
+
+def expire_due(session: Session, clock: Clock, limit: int = 500) -> list[str]:
+    """Decide open items past ``expires_at`` by their ``on_expiry`` (the hub's maintenance loop).
+
+    Returns:
+        The agent ids whose items were resolved (to ring their ``inbox_wait``).
+    """
+    now = clock.now()
+    due = session.execute(
+        select(InboxItem).where(InboxItem.status == "open", InboxItem.expires_at <= now)  # type: ignore[operator]
+        .order_by(InboxItem.expires_at).limit(limit)
+    ).scalars().all()
+    agents: list[str] = []
+    for item in due:
+        if item.on_expiry == "expire":
+            resolve(session, clock, item.id, via="expiry", expired=True, note="expired unanswered")
+        elif item.kind == "approval":
+            resolve(session, clock, item.id, via="expiry", decision=item.on_expiry, note="decided by the hub on expiry")
+        else:
+            resolve(session, clock, item.id, via="expiry", answer=item.on_expiry,
+                    note="answered by the hub on expiry")
+        agents.append(item.agent_id)
+    return agents
+
+
+def read(session: Session, agent_id: str, *, status: str | None = None, since: int | None = None,
+         limit: int = 50) -> dict[str, Any]:
+    """The agent's own items changed after feed position ``since``, oldest change first.
+
+    Returns:
+        ``{items, next_since, has_more}``; ``next_since`` is the last item's ``seq`` (or
+        ``since`` when the page is empty).
+
+    Raises:
+        InvalidArgument: ``limit`` outside 1..200 or an unknown ``status``.
+    """
+    if not 1 <= limit <= MAX_READ_LIMIT:
+        raise InvalidArgument(f"limit must be 1 to {MAX_READ_LIMIT}")
+    query = select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.seq > (since or 0))
+    if status == "resolved":
+        query = query.where(InboxItem.status != "open")
+    elif status is not None:
+        if status not in READ_STATUSES:
+            raise InvalidArgument(f"status must be one of {', '.join(READ_STATUSES)}")
+        query = query.where(InboxItem.status == status)
+    rows = session.execute(query.order_by(InboxItem.seq).limit(limit + 1)).scalars().all()
+    page = rows[:limit]
+    return {"items": [view(i) for i in page], "next_since": page[-1].seq if page else (since or 0),
+            "has_more": len(rows) > limit}
+
+
+def resolved_after(session: Session, agent_id: str, position: int, limit: int = 50) -> list[InboxItem]:
+    """The agent's items resolved after ``position`` (attention order), oldest first."""
+    return list(session.execute(
+        select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.resolved_event_id > position)
+        .order_by(InboxItem.resolved_event_id).limit(limit)
+    ).scalars())
+
+
+def list_for_human(session: Session, *, human_id: str | None = None, status: str | None = "open",
+                   limit: int = 100) -> list[dict[str, Any]]:
+    """Items waiting on a human (all humans when ``human_id`` is None), oldest first."""
+    query = select(InboxItem)
+    if human_id is not None:
+        query = query.where(InboxItem.human_id == human_id)
+    if status is not None:
+        query = query.where(InboxItem.status == status)
+    rows = session.execute(query.order_by(InboxItem.created_at, InboxItem.id).limit(limit)).scalars().all()
+    agents = dict(session.execute(select(Agent.id, Agent.name).where(
+        Agent.id.in_({i.agent_id for i in rows}))).all())  # type: ignore[attr-defined]
+    humans = dict(session.execute(select(Human.id, Human.name).where(
+        Human.id.in_({i.human_id for i in rows}))).all())  # type: ignore[attr-defined]
+    projects = dict(session.execute(select(Project.id, Project.name).where(
+        Project.id.in_({i.project_id for i in rows}))).all())  # type: ignore[attr-defined]
+    out = []
+    for item in rows:
+        v = view(item, projects.get(item.project_id))
+        v["agent"] = agents.get(item.agent_id)
+        v["human"] = humans.get(item.human_id)
+        out.append(v)
+    return out
+
+
+def view(item: InboxItem, project_name: str | None = None) -> dict[str, Any]:
+    """The public shape of an item (DESIGN.md §6.3): the answer or decision with who/when/how."""
+    out: dict[str, Any] = {
+        "id": item.id, "kind": item.kind, "project_id": item.project_id, "title": item.title,
+        "body": item.body, "options": item.options, "status": item.status, "answer": item.answer,
+        "decision": item.decision, "note": item.note, "expires_at": iso(item.expires_at),
+        "on_expiry": item.on_expiry,
+        "resolved_by": ({"human_id": item.resolved_by_human_id} if item.resolved_by_human_id
+                        else ("hub" if item.resolved_at else None)),
+        "resolved_via": item.resolved_via, "resolved_at": iso(item.resolved_at),
+        "created_at": iso(item.created_at), "seq": item.seq,
+    }
+    if project_name is not None:
+        out["project"] = project_name
+    return out

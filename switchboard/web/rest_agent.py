@@ -1,0 +1,240 @@
+"""REST for the agent surface beyond todos, and the human side of the inbox (DESIGN.md §6.3).
+
+Agent routes take ``Authorization: Bearer sbk_...`` and run the same handlers as the MCP
+tools (:func:`switchboard.mcp_server.tools.invoke`); human routes take a human API token
+(``Bearer sbh_...``, vended by ``switchboard token vend-human``) and act only on items waiting
+on that human: another human's item is ``not_found``, like an unknown one. Requests are
+validated with the marshmallow schemas of :mod:`switchboard.web.schemas`; errors are problem
+details. ``inbox_wait`` over REST is the native async route ``GET /api/v1/inbox/wait``
+(:mod:`switchboard.web.agent_api`), so a waiting request holds no thread.
+
+Each view's docstring carries its OpenAPI operation after ``---`` (apispec-webframeworks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from flask import Blueprint, current_app, jsonify, request
+
+from switchboard import directory
+from switchboard.errors import InvalidArgument
+from switchboard.inbox import items as inbox
+from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
+from switchboard.web import schemas
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
+
+bp = Blueprint("rest_agent", __name__, url_prefix="/api/v1")
+
+
+def _hub() -> Hub:
+    return current_app.config["HUB"]  # type: ignore[no-any-return]
+
+
+def _run(tool: str, args: dict[str, Any], status: int = 200) -> Any:
+    hub = _hub()
+    caller = resolve_caller(hub, bearer(request.headers.get("Authorization")))
+    resp = jsonify(invoke(hub, caller, tool, args))
+    resp.status_code = status
+    return resp
+
+
+def _json() -> Any:
+    data = request.get_json(silent=True) if request.get_data() else {}
+    if not isinstance(data, dict):
+        raise InvalidArgument("the body must be a JSON object")
+    return data
+
+
+@bp.get("/feed")
+def feed() -> Any:
+    """Feed events (``feed_read``).
+    ---
+    get:
+      summary: Read feed events with an explicit or stored cursor
+      description: >-
+        Without `since` the agent's stored cursor per project is used and advanced past the
+        events returned. `next_since` is in every page; `limit` over 200 is refused.
+      security: [{agent: []}]
+      parameters:
+      - in: query
+        schema: FeedQuery
+      responses:
+        200: {content: {application/json: {schema: FeedPage}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
+    return _run("feed_read", schemas.query_args(schemas.FeedQuery(), request.args, lists=("kinds",)))
+
+
+@bp.get("/inbox")
+def inbox_read() -> Any:
+    """The agent's questions and approvals (``inbox_read``).
+    ---
+    get:
+      summary: The calling agent's inbox items with answers and decisions
+      security: [{agent: []}]
+      parameters:
+      - in: query
+        schema: InboxQuery
+      responses:
+        200: {content: {application/json: {schema: InboxPage}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+    """
+    return _run("inbox_read", schemas.query_args(schemas.InboxQuery(), request.args))
+
+
+@bp.post("/inbox/questions")
+def question_post() -> Any:
+    """Ask the agent's human a question (``question_post``).
+    ---
+    post:
+      summary: Post a question
+      security: [{agent: []}]
+      requestBody: {required: true, content: {application/json: {schema: QuestionBody}}}
+      responses:
+        201: {content: {application/json: {schema: InboxItem}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        403: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
+    return _run("question_post", schemas.load(schemas.QuestionBody(), _json()), status=201)
+
+
+@bp.post("/inbox/approvals")
+def approval_request() -> Any:
+    """Ask the agent's human for an approval (``approval_request``).
+    ---
+    post:
+      summary: Request an approval
+      security: [{agent: []}]
+      requestBody: {required: true, content: {application/json: {schema: ApprovalBody}}}
+      responses:
+        201: {content: {application/json: {schema: InboxItem}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        403: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
+    return _run("approval_request", schemas.load(schemas.ApprovalBody(), _json()), status=201)
+
+
+@bp.post("/subscriptions")
+def subscribe() -> Any:
+    """Subscribe to feed events for the notifications trailer (``notify_subscribe``).
+    ---
+    post:
+      summary: Subscribe to feed event kinds
+      security: [{agent: []}]
+      requestBody: {required: true, content: {application/json: {schema: SubscribeBody}}}
+      responses:
+        201: {content: {application/json: {schema: SubscriptionCreated}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
+    return _run("notify_subscribe", schemas.load(schemas.SubscribeBody(), _json()), status=201)
+
+
+@bp.delete("/subscriptions/<subscription_id>")
+def unsubscribe(subscription_id: str) -> Any:
+    """Remove a subscription (``notify_unsubscribe``).
+    ---
+    delete:
+      summary: Remove a subscription
+      security: [{agent: []}]
+      parameters:
+      - {in: path, name: subscription_id, required: true, schema: {type: string}}
+      responses:
+        200: {content: {application/json: {schema: SubscriptionRemoved}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
+    return _run("notify_unsubscribe", {"subscription_id": subscription_id})
+
+
+# --- the human side -------------------------------------------------------------------------------
+
+def _human_id() -> str:
+    with _hub().db.read() as s:
+        return directory.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
+
+
+@bp.get("/human/inbox")
+def human_inbox() -> Any:
+    """Items waiting on the calling human.
+    ---
+    get:
+      summary: The calling human's inbox (open items by default)
+      security: [{human: []}]
+      parameters:
+      - in: query
+        schema: HumanInboxQuery
+      responses:
+        200: {content: {application/json: {schema: HumanInboxPage}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+    """
+    args = schemas.query_args(schemas.HumanInboxQuery(), request.args)
+    human_id = _human_id()
+    status = args.get("status", "open")
+    with _hub().db.read() as s:
+        rows = inbox.list_for_human(s, human_id=human_id, status=None if status == "all" else status,
+                                    limit=args.get("limit", 100))
+    return jsonify({"items": rows})
+
+
+def _resolve(item_id: str, **kwargs: Any) -> Any:
+    hub = _hub()
+    human_id = _human_id()
+    with hub.db.write() as s:
+        data, agent_id = inbox.resolve(s, hub.clock, item_id, via="rest", human_id=human_id, **kwargs)
+    hub.broker.publish_inbox(agent_id)
+    return jsonify(data)
+
+
+@bp.post("/human/inbox/<item_id>/answer")
+def human_answer(item_id: str) -> Any:
+    """Answer a question waiting on the calling human.
+    ---
+    post:
+      summary: Answer a question
+      security: [{human: []}]
+      parameters:
+      - {in: path, name: item_id, required: true, schema: {type: string}}
+      requestBody: {required: true, content: {application/json: {schema: AnswerBody}}}
+      responses:
+        200: {content: {application/json: {schema: InboxItem}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+        409: {content: {application/problem+json: {schema: Problem}}}
+    """
+    body = schemas.load(schemas.AnswerBody(), _json())
+    return _resolve(item_id, answer=body["answer"], note=body.get("note"))
+
+
+@bp.post("/human/inbox/<item_id>/decide")
+def human_decide(item_id: str) -> Any:
+    """Approve or deny an approval waiting on the calling human.
+    ---
+    post:
+      summary: Decide an approval
+      security: [{human: []}]
+      parameters:
+      - {in: path, name: item_id, required: true, schema: {type: string}}
+      requestBody: {required: true, content: {application/json: {schema: DecideBody}}}
+      responses:
+        200: {content: {application/json: {schema: InboxItem}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+        409: {content: {application/problem+json: {schema: Problem}}}
+    """
+    body = schemas.load(schemas.DecideBody(), _json())
+    return _resolve(item_id, decision=body["decision"], note=body.get("note"))

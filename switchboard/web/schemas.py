@@ -1,0 +1,238 @@
+"""Marshmallow schemas of the REST API: request validation and the OpenAPI document.
+
+Request schemas load query strings and JSON bodies (unknown fields are refused); a
+``ValidationError`` becomes ``invalid_argument`` with the field messages (CONVENTIONS.md,
+"translate at the boundary"). Response schemas describe the tool results of
+:mod:`switchboard.mcp_server.tools` for ``/api/v1/openapi.json``; the results themselves come
+from the same handlers as the MCP tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+from switchboard.errors import InvalidArgument
+from switchboard.feed.events import KINDS
+from switchboard.inbox import items as inbox
+from switchboard.queue import leases, todos
+
+_ID = fields.String(validate=validate.Length(1, 100))
+
+
+def load(schema: Schema, data: Any) -> dict[str, Any]:
+    """``schema.load(data)`` with errors as :class:`InvalidArgument` naming each field.
+
+    Raises:
+        InvalidArgument: the data does not match (message ``field: problem; ...``).
+    """
+    try:
+        return dict(schema.load(data))
+    except ValidationError as exc:
+        messages = exc.normalized_messages()
+        parts = [f"{field}: {' '.join(m if isinstance(m, str) else str(m) for m in (msgs if isinstance(msgs, list) else [msgs]))}"
+                 for field, msgs in sorted(messages.items())] if isinstance(messages, dict) else [str(messages)]
+        raise InvalidArgument("; ".join(parts)) from None
+
+
+def query_args(schema: Schema, args: Any, lists: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Load a Werkzeug ``MultiDict`` of query parameters (``lists`` may repeat)."""
+    data: dict[str, Any] = {}
+    for key in args:
+        data[key] = args.getlist(key) if key in lists else args.get(key)
+    return load(schema, data)
+
+
+class Problem(Schema):
+    """RFC 9457 problem details with our error ``code`` (DESIGN.md §6.1)."""
+
+    type = fields.String(required=True)
+    title = fields.String(required=True)
+    status = fields.Integer(required=True)
+    detail = fields.String(required=True)
+    code = fields.String(required=True)
+
+
+# --- feed ------------------------------------------------------------------------------------------
+
+class FeedQuery(Schema):
+    project = _ID
+    kinds = fields.List(fields.String(validate=validate.OneOf(KINDS)), validate=validate.Length(min=1))
+    since = fields.Integer(validate=validate.Range(min=0))
+    limit = fields.Integer(validate=validate.Range(1, 200))
+
+
+class FeedEvent(Schema):
+    id = fields.Integer(required=True)
+    project_id = fields.String(required=True)
+    kind = fields.String(required=True)
+    subject_id = fields.String(allow_none=True)
+    title = fields.String(required=True)
+    data = fields.Dict(allow_none=True)
+    at = fields.String(required=True, metadata={"format": "date-time"})
+
+
+class FeedPage(Schema):
+    events = fields.List(fields.Nested(FeedEvent), required=True)
+    next_since = fields.Integer(required=True)
+    has_more = fields.Boolean(required=True)
+
+
+# --- inbox -----------------------------------------------------------------------------------------
+
+class QuestionBody(Schema):
+    project = fields.String(required=True, validate=validate.Length(1, 100))
+    title = fields.String(required=True, validate=validate.Length(1, inbox.MAX_TITLE_CHARS))
+    body = fields.String(validate=validate.Length(max=inbox.MAX_BODY_CHARS))
+    options = fields.List(fields.String(validate=validate.Length(1, 200)),
+                          validate=validate.Length(1, inbox.MAX_OPTIONS))
+    expires_in_seconds = fields.Integer(validate=validate.Range(1, inbox.MAX_EXPIRES_SECONDS))
+    on_expiry = fields.String(validate=validate.Length(1, 200))
+
+
+class ApprovalBody(Schema):
+    project = fields.String(required=True, validate=validate.Length(1, 100))
+    title = fields.String(required=True, validate=validate.Length(1, inbox.MAX_TITLE_CHARS))
+    body = fields.String(validate=validate.Length(max=inbox.MAX_BODY_CHARS))
+    expires_in_seconds = fields.Integer(validate=validate.Range(1, inbox.MAX_EXPIRES_SECONDS))
+    on_expiry = fields.String(validate=validate.OneOf(["deny", "approve", "expire"]))
+
+
+class InboxItem(Schema):
+    id = fields.String(required=True)
+    kind = fields.String(required=True, validate=validate.OneOf(["question", "approval"]))
+    project_id = fields.String(required=True)
+    title = fields.String(required=True)
+    body = fields.String(allow_none=True)
+    options = fields.List(fields.String(), allow_none=True)
+    status = fields.String(required=True, validate=validate.OneOf(["open", "answered", "decided", "expired"]))
+    answer = fields.String(allow_none=True)
+    decision = fields.String(allow_none=True, validate=validate.OneOf(["approve", "deny"]))
+    note = fields.String(allow_none=True)
+    expires_at = fields.String(allow_none=True)
+    on_expiry = fields.String(required=True)
+    resolved_by = fields.Raw(allow_none=True, metadata={"description": '{"human_id": ...} or "hub" (expiry)'})
+    resolved_via = fields.String(allow_none=True, validate=validate.OneOf(inbox.VIAS))
+    resolved_at = fields.String(allow_none=True)
+    created_at = fields.String(required=True)
+    seq = fields.Integer(required=True, metadata={"description": "feed position of the last change"})
+
+
+class InboxQuery(Schema):
+    status = fields.String(validate=validate.OneOf(inbox.READ_STATUSES))
+    since = fields.Integer(validate=validate.Range(min=0))
+    limit = fields.Integer(validate=validate.Range(1, inbox.MAX_READ_LIMIT))
+
+
+class InboxPage(Schema):
+    items = fields.List(fields.Nested(InboxItem), required=True)
+    next_since = fields.Integer(required=True)
+    has_more = fields.Boolean(required=True)
+
+
+class InboxWaitQuery(Schema):
+    wait_seconds = fields.Float(validate=validate.Range(0, 60))
+    since = fields.Integer(validate=validate.Range(min=0))
+
+
+class InboxWaitResult(Schema):
+    resolved = fields.List(fields.Nested(InboxItem), required=True)
+    next_since = fields.Integer(required=True)
+    timed_out = fields.Boolean(required=True)
+
+
+class AnswerBody(Schema):
+    answer = fields.String(required=True, validate=validate.Length(1, inbox.MAX_ANSWER_CHARS))
+    note = fields.String(validate=validate.Length(max=inbox.MAX_ANSWER_CHARS))
+
+
+class DecideBody(Schema):
+    decision = fields.String(required=True, validate=validate.OneOf(inbox.DECISIONS))
+    note = fields.String(validate=validate.Length(max=inbox.MAX_ANSWER_CHARS))
+
+
+class HumanInboxQuery(Schema):
+    status = fields.String(validate=validate.OneOf(["open", "answered", "decided", "expired", "all"]))
+    limit = fields.Integer(validate=validate.Range(1, 200))
+
+
+class HumanInboxPage(Schema):
+    items = fields.List(fields.Nested(InboxItem), required=True)
+
+
+# --- subscriptions ---------------------------------------------------------------------------------
+
+class SubscribeBody(Schema):
+    kinds = fields.List(fields.String(validate=validate.OneOf(KINDS)), required=True,
+                        validate=validate.Length(min=1))
+    project = _ID
+
+
+class SubscriptionCreated(Schema):
+    subscription_id = fields.String(required=True)
+    cursor = fields.Integer(required=True, metadata={"description": "seed: the newest matching event id"})
+    kinds = fields.List(fields.String(), required=True)
+    project_id = fields.String(allow_none=True)
+    created_at = fields.String(required=True)
+
+
+class SubscriptionRemoved(Schema):
+    subscription_id = fields.String(required=True)
+    removed = fields.Boolean(required=True)
+
+
+# --- todos and identity (documentation of the existing routes) -----------------------------------
+
+class Todo(Schema):
+    id = fields.String(required=True)
+    project_id = fields.String(required=True)
+    queue = fields.String(required=True)
+    state = fields.String(required=True, validate=validate.OneOf(todos.STATES))
+    kind = fields.String(required=True)
+    title = fields.String(required=True)
+    priority = fields.Integer()
+    assigned_agent_id = fields.String(allow_none=True)
+    attempt_count = fields.Integer()
+    failure_count = fields.Integer()
+    max_attempts = fields.Integer()
+    claimed_by = fields.String(allow_none=True)
+    lease_expires_at = fields.String(allow_none=True)
+    next_retry_at = fields.String(allow_none=True)
+    dead_lettered = fields.Boolean()
+    created_at = fields.String()
+    updated_at = fields.String()
+    payload = fields.Raw(allow_none=True)
+    result = fields.Raw(allow_none=True)
+
+
+class TodoPage(Schema):
+    todos = fields.List(fields.Nested(Todo), required=True)
+    has_more = fields.Boolean(required=True)
+
+
+class ClaimBody(Schema):
+    project = _ID
+    queue = _ID
+    lease_seconds = fields.Integer(validate=validate.Range(1, leases.MAX_LEASE_SECONDS))
+
+
+class Claim(Schema):
+    todo = fields.Nested(Todo)
+    lease_token = fields.String(allow_none=True)
+    lease_expires_at = fields.String(allow_none=True)
+    attempt = fields.Integer()
+    empty = fields.Boolean()
+
+
+class TodoActionBody(Schema):
+    lease_token = fields.String(validate=validate.Length(1, 200))
+    lease_seconds = fields.Integer(validate=validate.Range(1, leases.MAX_LEASE_SECONDS))
+    result = fields.Raw(allow_none=True)
+    summary = fields.String(validate=validate.Length(max=leases.MAX_SUMMARY_CHARS))
+
+
+class Whoami(Schema):
+    agent = fields.Dict(required=True)
+    human = fields.Dict(required=True)
+    grants = fields.List(fields.Dict(), required=True)

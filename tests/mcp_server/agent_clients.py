@@ -1,0 +1,61 @@
+"""MCP clients for the agent-surface tests: over Streamable HTTP (``/mcp``) and over stdio through
+``switchboard channel`` as a subprocess, both reading RAW results (the typed client drops the
+``notifications`` member: ``notes/mcp-and-channels.md``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import TypeAdapter
+
+from tests.conftest import cli_env, switchboard_exe
+
+RAW = TypeAdapter(dict[str, Any])
+TRANSPORTS = ("http", "stdio")
+
+
+class Agent:
+    """One connected MCP client; :meth:`call` returns the raw result dict."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments or {}))
+        return await self.client.session.send_request(request, RAW)  # type: ignore[arg-type]
+
+    async def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call and assert success; return the raw result."""
+        result = await self.call(name, arguments)
+        assert not result.get("isError"), result
+        return result
+
+    async def error(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call and assert an error result; return its ``{code, message, retryable}``."""
+        result = await self.call(name, arguments)
+        assert result.get("isError") is True, result
+        assert "notifications" not in result
+        body = result["structuredContent"]
+        assert set(body) == {"code", "message", "retryable"}, body
+        return body
+
+
+@asynccontextmanager
+async def connect(transport: str, url: str, token: str, home: Any = None) -> AsyncIterator[Agent]:
+    """An MCP client of the hub at ``url`` with ``token``, over ``transport`` (``http``/``stdio``)."""
+    if transport == "http":
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=90) as http:
+            async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy") as client:
+                yield Agent(client)
+    else:
+        env = {**cli_env(home or "/nonexistent"), "SWITCHBOARD_TOKEN": token}
+        params = StdioServerParameters(command=switchboard_exe(), args=["channel", "--url", url], env=env)
+        async with Client(params, mode="legacy") as client:
+            yield Agent(client)
