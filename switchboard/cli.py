@@ -543,6 +543,10 @@ def todo_show(todo_id: str) -> tuple[dict[str, Any], str]:
         data = todo_ops.row(row_, with_payload=True)
         data["attempts"] = todo_ops.attempts_of(s, todo_id)
     lines = [f"{data['id']} [{data['state']}] {data['queue']}: {data['title']}"]
+    if data.get("payload") is not None:
+        lines.append("payload: " + json.dumps(data["payload"], indent=2, default=str))
+    if data.get("result") is not None:
+        lines.append("result: " + json.dumps(data["result"], default=str))
     lines += [f"  attempt {a['number']} by {a['agent_id']} at {a['claimed_at']}: {a['outcome'] or 'open'}"
               + (f" ({a['summary']})" if a["summary"] else "") for a in data["attempts"]]
     return data, "\n".join(lines)
@@ -759,5 +763,9 @@ def vault_rotate() -> tuple[dict[str, Any], str]:
         hub.close()
     retired = ", ".join(done.retired) or "none"
     hint = (" (remove them from SWITCHBOARD_VAULT_KEYS)" if hub.settings.vault_keys and done.retired else "")
-    return ({"primary": done.primary, "re_encrypted": done.re_encrypted, "retired": done.retired},
-            f"primary key {done.primary}; {done.re_encrypted} secrets re-encrypted; retired: {retired}{hint}")
+    lost = (f"; {len(done.unreadable)} records are sealed under keys no longer in the ring and were left "
+            "as they are (restore the old key to SWITCHBOARD_VAULT_KEYS or vault.keys to read them)"
+            if done.unreadable else "")
+    return ({"primary": done.primary, "re_encrypted": done.re_encrypted, "retired": done.retired,
+             "unreadable": done.unreadable},
+            f"primary key {done.primary}; {done.re_encrypted} secrets re-encrypted; retired: {retired}{hint}{lost}")

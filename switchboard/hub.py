@@ -31,7 +31,7 @@ class Hub:
         self.db = Database(settings)
         from switchboard.intake import vault
 
-        vault.attach(self.db, vault.load_key_ring(settings))  # delivery bodies are sealed at rest
+        vault.attach(self.db, lambda: vault.load_key_ring(settings))  # delivery bodies are sealed at rest
         self.role = role
         self.streams = AgentStreams()
         self.inbox_waiters = InboxWaiters()

@@ -94,8 +94,12 @@ def release(session: Session, clock: Clock, delivery_id: str, as_human_id: str |
     if as_human_id is None:
         who = attribute(session, _sender(delivery, source), source)
         if who.human_id is None:
-            raise Conflict(f"the sender is still {who.reason}: link the identity (or trust the human) first, "
-                           "or release --as a human who answers for it")
+            hint = {"unknown_sender": "link the sender's identity to a human first",
+                    "untrusted_sender": "the linked human must own the project, own an agent granted on it, "
+                                        "or be on the source's trusted list (source trust)",
+                    "bot_sender": "bots are never trusted"}.get(who.reason or "", "")
+            raise Conflict(f"the sender is still {who.reason}: {hint}; or release --as a human who answers "
+                           "for it")
     # Conditional on the state, so concurrent releases make exactly one re-run.
     changed = session.execute(
         update(Delivery).where(Delivery.id == delivery.id, Delivery.status == "quarantined")

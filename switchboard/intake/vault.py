@@ -33,7 +33,7 @@ import re
 import secrets as _random
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -142,7 +142,7 @@ def _write_key_file(path: Path, ring: KeyRing) -> None:
     os.replace(tmp, path)
 
 
-_RINGS: dict[tuple[str, str | None], KeyRing] = {}
+_RINGS: dict[tuple[str, str | None], tuple[int, KeyRing]] = {}
 _RINGS_LOCK = threading.Lock()
 
 
@@ -157,9 +157,18 @@ def load_key_ring(settings: Settings, *, fresh: bool = False) -> KeyRing:
         ConfigError: the key file is unreadable or malformed.
     """
     cache_key = (str(settings.home), settings.vault_keys)
+    # A key file changed by `switchboard vault rotate` in another process is picked up on the
+    # next use (one stat() a call), so a running server never seals under a retired key.
+    stamp = 0
+    if not settings.vault_keys:
+        try:
+            stamp = key_file(settings).stat().st_mtime_ns
+        except OSError:
+            stamp = -1
     with _RINGS_LOCK:
-        if not fresh and cache_key in _RINGS:
-            return _RINGS[cache_key]
+        cached = _RINGS.get(cache_key)
+        if not fresh and cached is not None and cached[0] == stamp:
+            return cached[1]
         if settings.vault_keys:
             ring = parse_key_ring(settings.vault_keys)
         else:
@@ -172,12 +181,14 @@ def load_key_ring(settings: Settings, *, fresh: bool = False) -> KeyRing:
                 _write_key_file(path, ring)
                 log.warning("generated a vault key ring in %s (mode 0600); back it up", path)
             try:
-                if path.stat().st_mode & 0o077:
+                info = path.stat()
+                if info.st_mode & 0o077:
                     log.warning("vault key file %s is readable by group or others; chmod 600 it", path)
                 ring = parse_key_ring(path.read_text().strip())
+                stamp = info.st_mtime_ns
             except (OSError, ValueError) as exc:
                 raise ConfigError([f"vault key file {path}: {exc}"]) from None
-        _RINGS[cache_key] = ring
+        _RINGS[cache_key] = (stamp, ring)
         return ring
 
 
@@ -241,11 +252,13 @@ def store(session: Session, ring: KeyRing, project_id: str, delivery_id: str | N
 
 @dataclass(frozen=True)
 class Rotation:
-    """What :func:`rotate` did: the new primary, records re-encrypted, key ids retired."""
+    """What :func:`rotate` did: the new primary, records re-encrypted, key ids retired, and the
+    refs or delivery ids that could not be opened (sealed under a key already gone)."""
 
     primary: str
     re_encrypted: int
     retired: list[str]
+    unreadable: list[str] = field(default_factory=list)
 
 
 def rotate(hub: Hub) -> Rotation:
@@ -271,28 +284,43 @@ def rotate(hub: Hub) -> Rotation:
         _write_key_file(key_file(settings), ring)
     attach(hub.db, ring)
     count = 0
+    unreadable: set[str] = set()
     now = hub.clock.now()
+    # Two passes: the second catches records another process sealed under an old primary just
+    # before it saw the new key file.
+    for _ in range(2):
+        with hub.db.write() as session:
+            for record in session.execute(select(SecretRef)).scalars():
+                if record.key_id == ring.primary or record.ref in unreadable:
+                    continue
+                try:
+                    value = open_record(ring, record)
+                except SwitchboardError:
+                    unreadable.add(record.ref)  # its key is gone already; keep going, report it
+                    continue
+                record.key_id, record.nonce, record.ciphertext = seal(ring, record.ref, record.project_id, value)
+                record.version, record.rotated_at = RECORD_VERSION, now
+                count += 1
     with hub.db.write() as session:
-        for record in session.execute(select(SecretRef)).scalars():
-            if record.key_id == ring.primary:
-                continue
-            value = open_record(ring, record)
-            record.key_id, record.nonce, record.ciphertext = seal(ring, record.ref, record.project_id, value)
-            record.version, record.rotated_at = RECORD_VERSION, now
-            count += 1
         bodies = session.execute(
             select(Delivery.id).where(Delivery.raw_body.is_not(None))  # type: ignore[call-overload,union-attr]
         ).scalars().all()
         for delivery_id in bodies:
-            delivery = session.get(Delivery, delivery_id)
-            if delivery is not None and delivery.raw_body is not None:
-                delivery.raw_body = bytes(delivery.raw_body)  # opened with any key, sealed with the primary
-                flag_modified(delivery, "raw_body")
+            try:
+                delivery = session.get(Delivery, delivery_id)
+                if delivery is not None and delivery.raw_body is not None:
+                    delivery.raw_body = bytes(delivery.raw_body)  # opened with any key, sealed with the primary
+                    flag_modified(delivery, "raw_body")
+            except SwitchboardError:
+                unreadable.add(delivery_id)
+    if unreadable:
+        log.error("vault rotate: %d records or bodies are sealed under keys no longer in the ring; "
+                  "they were left as they are", len(unreadable))
     retired = [k for k in ring.ids if k != ring.primary]
     if not settings.vault_keys:
         _write_key_file(key_file(settings), KeyRing({ring.primary: ring.keys[ring.primary]}, ring.primary))
-    attach(hub.db, load_key_ring(settings, fresh=True))
-    return Rotation(ring.primary, count, retired)
+    attach(hub.db, lambda: load_key_ring(settings))
+    return Rotation(ring.primary, count, retired, sorted(unreadable))
 
 
 # --- Delivery bodies at rest (DESIGN.md §2) -------------------------------------------------
@@ -302,14 +330,21 @@ _BODY_AAD = b"switchboard/delivery_body/v1"
 _DIALECT_ATTR = "switchboard_vault_ring"
 
 
-def attach(db: Any, ring: KeyRing) -> None:
+def attach(db: Any, ring: KeyRing | Callable[[], KeyRing]) -> None:
     """Give a :class:`~switchboard.db.Database`'s engines the key ring :class:`SealedBytes` uses.
 
-    The ring rides on each engine's dialect object, so two databases in one process (tests,
-    tools) each keep their own keys.
+    ``ring`` is a ring, or a zero-argument callable returning the current one (the hub passes
+    ``lambda: load_key_ring(settings)`` so a rotation in another process is seen at once). It
+    rides on each engine's dialect object, so two databases in one process (tests, tools) each
+    keep their own keys.
     """
     for engine in {id(db.engine): db.engine, id(db.read_engine): db.read_engine}.values():
         setattr(engine.dialect, _DIALECT_ATTR, ring)
+
+
+def _dialect_ring(dialect: Any) -> KeyRing | None:
+    ring = getattr(dialect, _DIALECT_ATTR, None)
+    return ring() if callable(ring) else ring
 
 
 def seal_body(ring: KeyRing, body: bytes) -> bytes:
@@ -357,7 +392,7 @@ class SealedBytes(TypeDecorator[bytes]):
     def process_bind_param(self, value: bytes | None, dialect: Any) -> bytes | None:
         if value is None:
             return None
-        ring = getattr(dialect, _DIALECT_ATTR, None)
+        ring = _dialect_ring(dialect)
         if ring is None:
             raise SwitchboardError("refusing to store a delivery body without the vault key ring")
         return seal_body(ring, bytes(value))
@@ -365,7 +400,7 @@ class SealedBytes(TypeDecorator[bytes]):
     def process_result_value(self, value: bytes | None, dialect: Any) -> bytes | None:
         if value is None:
             return None
-        return open_body(getattr(dialect, _DIALECT_ATTR, None), bytes(value))
+        return open_body(_dialect_ring(dialect), bytes(value))
 
 
 class FetchLimiter:

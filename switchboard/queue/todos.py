@@ -16,7 +16,7 @@ from sqlmodel import Session
 from switchboard.clock import Clock
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
-from switchboard.models import Attempt, Project, Todo
+from switchboard.models import Attempt, Grant, Project, Todo
 
 MAX_LIST_LIMIT = 200
 STATES = ("pending", "claimed", "done", "failed", "cancelled")
@@ -235,6 +235,11 @@ def assign(session: Session, clock: Clock, todo_id: str, agent_id: str | None) -
         raise NotFound("no such todo")
     if todo.state != "pending":
         raise Conflict(f"only a pending todo can be assigned; this one is {todo.state}")
+    if agent_id is not None:
+        role = session.execute(select(Grant.role).where(Grant.agent_id == agent_id,
+                                                        Grant.project_id == todo.project_id)).scalar()
+        if role != "work":
+            raise InvalidArgument("that agent has no work grant on the todo's project; grant it first")
     todo.assigned_agent_id, todo.updated_at = agent_id, clock.now()
     session.flush()
     return todo

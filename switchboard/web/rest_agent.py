@@ -42,9 +42,9 @@ def _run(tool: str, args: dict[str, Any], status: int = 200) -> Any:
 
 
 def _json() -> Any:
-    data = request.get_json(silent=True) if request.get_data() else {}
+    data = request.get_json(force=True, silent=True) if request.get_data() else {}
     if not isinstance(data, dict):
-        raise InvalidArgument("the body must be a JSON object")
+        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
     return data
 
 

@@ -46,9 +46,9 @@ def _owned(session: Session) -> list[str]:
 
 
 def _body() -> dict[str, Any]:
-    data = request.get_json(silent=True) if request.get_data() else {}
+    data = request.get_json(force=True, silent=True) if request.get_data() else {}
     if not isinstance(data, dict):
-        raise InvalidArgument("the body must be a JSON object")
+        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
     return data
 
 

@@ -37,9 +37,9 @@ def _run(tool: str, args: dict[str, Any]) -> Any:
 def _body() -> dict[str, Any]:
     if not request.get_data():
         return {}
-    data = request.get_json(silent=True)
+    data = request.get_json(force=True, silent=True)
     if not isinstance(data, dict):
-        raise InvalidArgument("the body must be a JSON object")
+        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
     return data
 
 

@@ -131,3 +131,39 @@ def test_processing_logs_no_secret_value(world: World, caplog: pytest.LogCapture
     finally:
         hub.close()
     assert all(v[:40] not in caplog.text for v in VALUES)
+
+
+def test_rotate_in_another_process_while_a_server_runs_loses_nothing(world: World) -> None:
+    """`switchboard vault rotate` (a separate process) while a hub keeps sealing: every secret
+    and body stays readable, before and after, and a second rotate works too."""
+    import subprocess
+
+    from tests.conftest import cli_env, switchboard_exe
+
+    hub = Hub(world.settings, role="cli")  # stands for the running server
+    try:
+        refs: list[str] = []
+
+        def plant(n: int) -> None:
+            payload = json.loads(json.dumps(ISSUE))
+            payload["issue"]["number"] = n
+            payload["issue"]["body"] = f"token {TOKEN}"
+            _deliver(hub, world, payload)
+            with hub.db.read() as s:
+                refs[:] = [r.ref for r in s.execute(select(SecretRef)).scalars()]
+
+        plant(1)
+        for round_ in (1, 2):
+            proc = subprocess.run([switchboard_exe(), "vault", "rotate", "--json"], env=cli_env(world.settings.home),
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+            assert json.loads(proc.stdout)["unreadable"] == []
+            plant(10 + round_)  # sealed by the "server" after the rotate
+        caller = _caller(hub, world.token)
+        values = {call_tool(hub, caller, "secret_fetch", {"ref": r})["structuredContent"].get("value") for r in refs}
+        assert values == {TOKEN}
+        with hub.db.read() as s:
+            bodies = [d.raw_body for d in s.execute(select(Delivery)).scalars()]
+        assert all(b is None or b.startswith(b"{") for b in bodies)
+    finally:
+        hub.close()

@@ -243,3 +243,11 @@ def test_unrung_todos_ring_once_then_with_backoff(hub: Hub) -> None:
     _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=86_400)
     hub.clock.advance(1000)  # type: ignore[attr-defined]
     assert hub.reap()["rung"] == 0  # claimed: no more rings
+
+
+def test_assigning_to_an_agent_without_work_is_refused(hub: Hub) -> None:
+    _, tid, _ = _setup(hub)
+    with hub.db.write() as s:
+        lonely = directory.add_agent(s, "lonely", "alice").id
+    with pytest.raises(InvalidArgument):
+        _do(hub, todos.assign, tid, lonely)
