@@ -212,16 +212,25 @@ def source() -> None:
                    "standard_webhooks; required for slack (signing secret), discord (public key, hex), "
                    "teams (security token, base64), mattermost (token).")
 @click.option("--queue", default="default", show_default=True, help="Queue for the todos it makes.")
+@click.option("--allow-legacy-sha1", is_flag=True,
+              help="GitHub only: also accept the legacy X-Hub-Signature (SHA-1) when no SHA-256 header is sent.")
 @admin
-def source_add(project_name: str, provider: str, secret: str | None, queue: str) -> tuple[dict[str, Any], str]:
+def source_add(project_name: str, provider: str, secret: str | None, queue: str,
+               allow_legacy_sha1: bool) -> tuple[dict[str, Any], str]:
     """Add a source; prints its id, webhook URL and (once) its secret."""
+    if allow_legacy_sha1 and provider != "github":
+        raise InvalidArgument("--allow-legacy-sha1 applies to GitHub sources only")
     hub = _hub_cli()
     with hub.db.write() as s:
         src, value = directory.add_source(s, project_name, provider, secret, queue)
+        src.allow_legacy_sha1 = allow_legacy_sha1
     url = f"{hub.settings.public_url}/hooks/{src.id}"
     generated = secret is None
     text = f"source {src.id}\nwebhook URL: {url}\n" + (f"secret (shown once): {value}\n" if generated else "")
-    text += "content type: application/json (form-encoded also works)"
+    if provider in ("github", "gitea", "forgejo", "mattermost"):
+        text += "content type: application/json (form-encoded also works)"
+    else:
+        text += "content type: as the provider sends it"
     data = {"id": src.id, "url": url, "provider": provider, "queue": queue}
     if generated:
         data["secret"] = value

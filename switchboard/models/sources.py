@@ -24,6 +24,8 @@ class Source(SQLModel, table=True):
     queue: str = Field(default="default", max_length=100)
     enabled: bool = Field(default=True)
     trusted_humans: list[str] | None = Field(default=None, sa_column=json_column())
+    # GitHub only: also accept the legacy X-Hub-Signature (SHA-1) when no SHA-256 header is sent.
+    allow_legacy_sha1: bool = Field(default=False)
     """Human ids whose deliveries may become work; ``None`` means every human with an identity
     on the provider who owns an agent granted on the project (DESIGN.md §5)."""
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())

@@ -62,6 +62,16 @@ class GitHubSource(BaseSource):
         """Verify ``X-Hub-Signature-256`` over the raw bytes (GitHub has no timestamp)."""
         hub_signature.verify(body, headers.get("x-hub-signature-256"), secrets)
 
+    def verify_source(self, source: Any, body: bytes, headers: Mapping[str, str], secrets: Sequence[str],
+                      clock: Clock) -> None:
+        """As :meth:`verify`; a source with ``allow_legacy_sha1`` also accepts a request that
+        carries only the legacy ``X-Hub-Signature`` (SHA-1). SHA-256 wins when both are sent."""
+        if getattr(source, "allow_legacy_sha1", False) and not headers.get("x-hub-signature-256") \
+                and headers.get("x-hub-signature"):
+            hub_signature.verify_sha1(body, headers.get("x-hub-signature"), secrets)
+            return
+        self.verify(body, headers, secrets, clock)
+
     def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
         """SHA-256 of (hook id, delivery guid): fixed length, no collisions between the two parts.
 

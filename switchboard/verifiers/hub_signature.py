@@ -68,3 +68,36 @@ def verify_hex(body: bytes, given_hex: str, secrets: Sequence[str | bytes]) -> N
         ok |= hmac.compare_digest(expected, given)
     if not ok:
         raise SignatureMismatch()
+
+
+_SHA1_HEADER = re.compile(r"sha1=([0-9a-fA-F]{40})")
+
+
+def sign_sha1(body: bytes, secret: str | bytes) -> str:
+    """The legacy ``X-Hub-Signature`` value (``sha1=`` + hex HMAC-SHA1) for ``body``."""
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest()
+
+
+def verify_sha1(body: bytes, header: str | None, secrets: Sequence[str | bytes]) -> None:
+    """Check GitHub's legacy ``X-Hub-Signature`` (HMAC-SHA1), for sources that opt in only.
+
+    Source: earlier revisions of GitHub's "Securing your webhooks" (SHA-1 is still sent beside
+    SHA-256 for compatibility). A source that has not opted in never calls this.
+
+    Raises:
+        SignatureMissing: no header. MalformedRequest: not ``sha1=`` + 40 hex digits.
+        SignatureMismatch: no secret matches.
+    """
+    if header is None or header == "":
+        raise SignatureMissing()
+    match = _SHA1_HEADER.fullmatch(header.strip())
+    if match is None:
+        raise MalformedRequest("X-Hub-Signature must be 'sha1=' followed by 40 hex digits")
+    given = match.group(1).lower().encode("ascii")
+    ok = False
+    for secret in secrets:
+        key = secret.encode("utf-8") if isinstance(secret, str) else secret
+        ok |= hmac.compare_digest(hmac.new(key, body, hashlib.sha1).hexdigest().encode("ascii"), given)
+    if not ok:
+        raise SignatureMismatch()

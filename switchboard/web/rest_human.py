@@ -10,6 +10,9 @@ the human does not own is the same ``not_found`` as an unknown one.
 | ``POST /api/v1/human/todos/<id>/retry`` | dead letter back to pending, fresh attempt budget |
 | ``POST /api/v1/human/todos/<id>/cancel`` | withdraw a todo |
 | ``POST /api/v1/human/todos/<id>/assign`` (``agent``) | assign a pending todo to an agent |
+| ``GET /api/v1/human/quarantine?project=`` | quarantined deliveries of owned projects |
+| ``POST /api/v1/human/quarantine/<id>/release`` (``as_self?``) | process again, once |
+| ``POST /api/v1/human/quarantine/<id>/discard`` | drop it and its body |
 """
 
 from __future__ import annotations
@@ -129,3 +132,47 @@ def act(todo_id: str, action: str) -> Any:
             todo.rung_at, todo.ring_count = None, 0  # the assignee is rung on the next pass
             return jsonify(todos.row(todo))
         raise InvalidArgument(f"unknown action {action!r}; one of retry, cancel, assign")
+
+
+@bp.get("/quarantine")
+def list_quarantine() -> Any:
+    """Quarantined deliveries of the projects the human owns, oldest first (``?project=``)."""
+    from switchboard.intake import quarantine
+
+    with _hub().db.read() as s:
+        owned = _owned(s)
+        project = request.args.get("project")
+        if project is not None:
+            pid = s.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
+            if pid not in owned:
+                raise NotFound("no such project")
+            owned = [pid]
+        rows = [row for pid in owned for row in quarantine.list_quarantined(s, pid)]
+    return jsonify({"deliveries": sorted(rows, key=lambda r: r["received_at"])})
+
+
+@bp.post("/quarantine/<delivery_id>/<action>")
+def act_on_quarantine(delivery_id: str, action: str) -> Any:
+    """``release`` (processed again, once; ``{"as_self": true}`` answers for an unknown sender)
+    or ``discard`` a quarantined delivery of a project the human owns."""
+    from switchboard.intake import quarantine
+    from switchboard.models import Delivery
+    from switchboard.queue.jobs import process_delivery
+
+    if action not in ("release", "discard"):
+        raise InvalidArgument(f"unknown action {action!r}; one of release, discard")
+    body = _body()
+    hub = _hub()
+    with hub.db.write() as s:
+        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        delivery = s.get(Delivery, delivery_id)
+        if delivery is None or delivery.project_id not in directory.owned_projects(s, human.id):
+            raise NotFound("no such delivery")
+        if action == "discard":
+            quarantine.discard(s, hub.clock, delivery_id)
+            return jsonify({"id": delivery_id, "status": "discarded"})
+        quarantine.release(s, hub.clock, delivery_id, human.id if body.get("as_self") is True else None)
+    status = process_delivery(hub, delivery_id)
+    with hub.db.read() as s:
+        d = s.get(Delivery, delivery_id)
+        return jsonify({"id": delivery_id, "status": status, "todo_id": d.todo_id if d else None})

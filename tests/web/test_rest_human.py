@@ -67,3 +67,37 @@ def test_non_owner_sees_not_found_and_bad_input_is_4xx(live: LiveApp) -> None:
         assert resp.status_code == status, (path, resp.text)
     for headers in ({}, {"Authorization": f"Bearer {live.world.token}"}):  # an agent token is not a human's
         assert httpx2.get(f"{live.url}/api/v1/human/todos", headers=headers).status_code == 401
+
+
+def test_owner_works_the_quarantine_over_rest(live: LiveApp) -> None:
+    import json
+
+    from tests.conftest import CASES, github_headers, wait_for
+
+    auth = _human(live)
+    stranger = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
+    stranger["sender"]["id"] = 777
+    bodies = []
+    for n in (1, 2):
+        stranger["issue"]["number"] = n
+        body = json.dumps(stranger).encode()
+        bodies.append(live.post_hook(body, github_headers(body, live.world.secret)).json()["delivery_id"])
+
+    def listed() -> list:
+        return httpx2.get(f"{live.url}/api/v1/human/quarantine", headers=auth).json()["deliveries"]
+
+    rows = wait_for(lambda: len(listed()) == 2 and listed())
+    assert {r["reason"] for r in rows} == {"unknown_sender"} and rows[0]["sender"]["external_id"] == "777"
+    still = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[0]}/release", headers=auth)
+    assert still.status_code == 409 and still.json()["code"] == "conflict"
+    released = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[0]}/release", json={"as_self": True},
+                           headers=auth).json()
+    assert released["status"] == "processed" and released["todo_id"]
+    again = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[0]}/release", json={"as_self": True},
+                        headers=auth)
+    assert again.status_code in (404, 409)
+    gone = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[1]}/discard", headers=auth).json()
+    assert gone["status"] == "discarded" and listed() == []
+    outsider = _human(live, "mallory", owns=False)
+    assert httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[1]}/discard",
+                       headers=outsider).status_code == 404
