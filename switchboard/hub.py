@@ -31,6 +31,7 @@ class Hub:
         self.db = Database(settings)
         from switchboard.intake import vault
 
+        vault.load_key_ring(settings)  # create or read the key ring now, not on the first delivery
         vault.attach(self.db, lambda: vault.load_key_ring(settings))  # delivery bodies are sealed at rest
         self.role = role
         self.streams = AgentStreams()

@@ -142,6 +142,31 @@ def _write_key_file(path: Path, ring: KeyRing) -> None:
     os.replace(tmp, path)
 
 
+def _create_key_file(path: Path, ring: KeyRing) -> bool:
+    """Create the key file only if no other process did first (hard link: atomic, exclusive).
+
+    Two servers starting at once must end up with one ring, never each with its own.
+
+    Returns:
+        True when this call created the file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{_random.token_hex(4)}.new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, (ring.serialise() + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
 _RINGS: dict[tuple[str, str | None], tuple[int, KeyRing]] = {}
 _RINGS_LOCK = threading.Lock()
 
@@ -176,9 +201,7 @@ def load_key_ring(settings: Settings, *, fresh: bool = False) -> KeyRing:
             if not settings.is_sqlite:
                 log.warning("SWITCHBOARD_VAULT_KEYS is unset with a shared database: every process on every "
                             "host must use the same %s, or set the same SWITCHBOARD_VAULT_KEYS everywhere", path)
-            if not path.exists():
-                ring = generate_key_ring()
-                _write_key_file(path, ring)
+            if not path.exists() and _create_key_file(path, generate_key_ring()):
                 log.warning("generated a vault key ring in %s (mode 0600); back it up", path)
             try:
                 info = path.stat()

@@ -181,3 +181,24 @@ def test_writing_a_body_without_a_key_ring_fails_closed(world: World) -> None:
                 s.add(Delivery(source_id=world.source_id, project_id=world.project_id, raw_body=b"x"))
     finally:
         db.dispose()
+
+
+def test_processes_starting_at_once_share_one_key_ring(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Several processes creating the key file at the same moment end with one ring."""
+    import multiprocessing as mp
+
+    from switchboard.config import Settings
+    from switchboard.intake import vault as vault_mod
+
+    ctx = mp.get_context("spawn")
+    settings = Settings(home=tmp_path)
+    with ctx.Pool(6) as pool:
+        primaries = pool.map(_primary_of, [settings] * 6)
+    assert len(set(primaries)) == 1
+    assert vault_mod.load_key_ring(settings, fresh=True).primary == primaries[0]
+
+
+def _primary_of(settings) -> str:  # type: ignore[no-untyped-def]
+    from switchboard.intake import vault as vault_mod
+
+    return vault_mod.load_key_ring(settings).primary
