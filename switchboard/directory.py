@@ -65,12 +65,17 @@ def add_human(session: Session, name: str) -> Human:
     return human
 
 
+def _by_name(session: Session, model: Any, kind: str, name: str) -> Any:
+    """The ``model`` row called ``name``. Raises ``NotFound`` naming the ``kind``."""
+    row = session.execute(select(model).where(model.name == name)).scalars().first()
+    if row is None:
+        raise NotFound(f"no {kind} named {name!r}")
+    return row
+
+
 def human_by_name(session: Session, name: str) -> Human:
     """Return the human called ``name``. Raises ``NotFound``."""
-    human = session.execute(select(Human).where(Human.name == name)).scalars().first()
-    if human is None:
-        raise NotFound(f"no human named {name!r}")
-    return human
+    return _by_name(session, Human, "human", name)  # type: ignore[no-any-return]
 
 
 def link_identity(
@@ -117,10 +122,7 @@ def add_project(session: Session, name: str) -> Project:
 
 def project_by_name(session: Session, name: str) -> Project:
     """Return the project called ``name``. Raises ``NotFound``."""
-    project = session.execute(select(Project).where(Project.name == name)).scalars().first()
-    if project is None:
-        raise NotFound(f"no project named {name!r}")
-    return project
+    return _by_name(session, Project, "project", name)  # type: ignore[no-any-return]
 
 
 def add_source(
@@ -160,10 +162,7 @@ def add_agent(session: Session, name: str, human_name: str) -> Agent:
 
 def agent_by_name(session: Session, name: str) -> Agent:
     """Return the agent called ``name``. Raises ``NotFound``."""
-    agent = session.execute(select(Agent).where(Agent.name == name)).scalars().first()
-    if agent is None:
-        raise NotFound(f"no agent named {name!r}")
-    return agent
+    return _by_name(session, Agent, "agent", name)  # type: ignore[no-any-return]
 
 
 def token_digest(token: str) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
@@ -146,30 +147,34 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     return JSONResponse({"delivery_id": delivery.id, "status": "received"}, status_code=202)
 
 
+def _first_id(session: Session, delivery: Delivery) -> str | None:
+    """The id of the delivery already stored under this one's dedup key, if any."""
+    if delivery.dedup_key is None:
+        return None
+    return session.execute(select(Delivery.id).where(
+        Delivery.source_id == delivery.source_id, Delivery.dedup_key == delivery.dedup_key
+    )).scalars().first()
+
+
 def _store(hub: Hub, delivery: Delivery) -> str | None:
-    """Insert the delivery; return the first delivery's id when the dedup key was seen."""
+    """Insert the delivery; return the first delivery's id when the dedup key was seen.
 
-    def find_first() -> str | None:
-        if delivery.dedup_key is None:
-            return None
-        with hub.db.read() as s:
-            return s.execute(select(Delivery.id).where(
-                Delivery.source_id == delivery.source_id, Delivery.dedup_key == delivery.dedup_key
-            )).scalars().first()
-
-    first = find_first()
-    if first is not None:
-        return first
+    The dedup lookup and the insert share one write transaction (one round of the single
+    writer on SQLite instead of a read session and a write session).
+    """
     try:
         with hub.db.write() as s:
-            s.add(delivery)
+            first = _first_id(s, delivery)
+            if first is None:
+                s.add(delivery)
+        return first
     except IntegrityError:
         # A concurrent request with the same key won the insert (PostgreSQL, several servers).
-        first = find_first()
+        with hub.db.read() as s:
+            first = _first_id(s, delivery)
         if first is None:
             raise
         return first
-    return None
 
 
 async def wrong_method(request: Request) -> Response:
