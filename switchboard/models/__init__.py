@@ -17,6 +17,7 @@ from switchboard.models.principals import (
 )
 from switchboard.models.secrets import SecretRef
 from switchboard.models.sources import Delivery, Source, SourceSecret
+from switchboard.models.stamps import ChangeStamp
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
 metadata = SQLModel.metadata
@@ -25,6 +26,7 @@ __all__ = [
     "Agent",
     "AgentCursor",
     "Attempt",
+    "ChangeStamp",
     "Delivery",
     "FeedEvent",
     "Grant",
