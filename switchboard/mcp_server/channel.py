@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import uuid
 from typing import Any, Literal
 
 import anyio
@@ -88,7 +89,9 @@ class Bridge:
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {token}", "User-Agent": f"switchboard-channel/{__version__}"}
+        # One session per adapter process: token-less lease calls are fenced by it (issue 18 item 5).
+        self.headers = {"Authorization": f"Bearer {token}", "User-Agent": f"switchboard-channel/{__version__}",
+                        "X-Switchboard-Session": uuid.uuid4().hex}
         self.client = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, connect=5.0))
         self.session: Any = None
         self.session_ready = anyio.Event()

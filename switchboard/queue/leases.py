@@ -6,7 +6,11 @@ caller gets ``conflict``. On SQLite this runs under the one-writer lock; on Post
 candidate is picked with ``FOR UPDATE SKIP LOCKED``. The same tests run on both.
 
 Lease tokens fence stale holders: ``heartbeat``, ``complete``, ``fail`` and ``release`` with a
-token from an earlier claim are refused with ``conflict``. A lease never shrinks silently:
+token from an earlier claim are refused with ``conflict``. Without a token the lease is fenced
+by the session that claimed (``todos.lease_session``): another session's token-less call is
+refused with ``conflict`` ("lease lost"), so a late result from an expired lease never lands on
+a newer attempt (issue 18 item 5). With the system clock on PostgreSQL, lease times come from
+the database's clock (:func:`lease_now`). A lease never shrinks silently:
 a heartbeat extends it to ``max(current expiry, now + lease_seconds)``.
 
 Backoff after ``fail``: 30 s doubling, capped at 15 min; the todo is dead-lettered (``failed``
@@ -16,14 +20,14 @@ with ``next_retry_at`` null) once ``failure_count`` reaches ``max_attempts``.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlmodel import Session
 
-from switchboard.clock import Clock
+from switchboard.clock import Clock, SystemClock
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo
@@ -51,6 +55,39 @@ def check_lease_seconds(value: Any) -> int:
     return value
 
 
+def lease_now(session: Session, clock: Clock) -> datetime:
+    """The time leases are measured by.
+
+    With the system clock on PostgreSQL this is the database's ``now()`` (the transaction's
+    start): several servers share the database and their wall clocks may drift, so one clock
+    decides when a lease expires (issue 18 item 5). Otherwise (SQLite, one host; or an injected
+    test clock) it is ``clock.now()``.
+    """
+    if isinstance(clock, SystemClock) and session.get_bind().dialect.name == "postgresql":
+        value = session.execute(_DB_NOW).scalar_one()
+        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return clock.now()
+
+
+_DB_NOW = select(func.now())
+
+
+def _pick_next(project_ids: list[str], agent_id: str, queue: str | None, is_postgres: bool) -> Any:
+    """The next claimable todo's id as a scalar subquery: priority first, then oldest."""
+    query = (
+        select(TODOS.c.id)
+        .where(TODOS.c.project_id.in_(project_ids), TODOS.c.state == "pending")
+        .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent_id))
+        .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
+        .limit(1)
+    )
+    if queue is not None:
+        query = query.where(TODOS.c.queue == queue)
+    if is_postgres:
+        query = query.with_for_update(skip_locked=True)
+    return query.scalar_subquery()
+
+
 def claim(
     session: Session,
     clock: Clock,
@@ -62,8 +99,20 @@ def claim(
     queue: str | None = None,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
     is_postgres: bool = False,
+    session_key: str | None = None,
+    project_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     """Claim a todo by id, or the next pending one (priority first, then oldest).
+
+    The next-in-queue claim is one statement, ``UPDATE todos ... WHERE id = (SELECT ... LIMIT 1
+    [FOR UPDATE SKIP LOCKED]) AND state = 'pending' RETURNING *`` (issue 11), then the attempt
+    and the feed event: three statements in all.
+
+    Args:
+        session_key: the claiming session (MCP session, adapter session, REST caller); the
+            lease is bound to it for operations without ``lease_token``.
+        project_ids: project ids already resolved against ``grants`` (work role) by the caller,
+            e.g. a claimer loop resolving once; ``project`` is then ignored.
 
     Returns:
         ``{todo, lease_token, lease_expires_at, attempt}``, or ``{"empty": True}``.
@@ -71,45 +120,35 @@ def claim(
     Raises:
         InvalidArgument: bad ``lease_seconds``. NotFound: unknown or unreadable todo.
         Forbidden: read-only grant, or the todo is assigned to another agent.
-        Conflict: the todo is not pending.
+        Conflict: the todo is not pending, or another session of this agent holds it.
     """
     check_lease_seconds(lease_seconds)
-    now = clock.now()
+    now = lease_now(session, clock)
     if todo_id is not None:
         todo = readable(grants, session.get(Todo, todo_id))
         require_work(grants, todo)
         if todo.state == "claimed" and todo.claimed_by == agent_id and _lease_live(todo, now):
+            if todo.lease_session not in (None, session_key):
+                raise Conflict("another session of this agent holds the todo's lease")
             return claim_view(session, todo)  # idempotent: a duplicate wake never causes double work
         if todo.assigned_agent_id not in (None, agent_id):
             raise Conflict("the todo is assigned to another agent")
-        candidate: str | None = todo.id
+        target: Any = todo.id
     else:
-        project_ids = resolve_projects(session, grants, project, need_work=True)
+        if project_ids is None:
+            project_ids = resolve_projects(session, grants, project, need_work=True)
         if not project_ids:
             return {"empty": True}
-        query = (
-            select(Todo.id)
-            .where(Todo.project_id.in_(project_ids), Todo.state == "pending")  # type: ignore[attr-defined]
-            .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
-            .order_by(Todo.priority.desc(), Todo.created_at, Todo.id)  # type: ignore[attr-defined]
-            .limit(1)
-        )
-        if queue is not None:
-            query = query.where(Todo.queue == queue)
-        if is_postgres:
-            query = query.with_for_update(skip_locked=True)
-        candidate = session.execute(query).scalars().first()
-        if candidate is None:
-            return {"empty": True}
+        target = _pick_next(project_ids, agent_id, queue, is_postgres)
     token = secrets.token_urlsafe(24)
     expires = now + timedelta(seconds=lease_seconds)
     # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
     claimed = session.execute(
         update(TODOS)
-        .where(TODOS.c.id == candidate, TODOS.c.state == "pending")
+        .where(TODOS.c.id == target, TODOS.c.state == "pending")
         .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent_id))
         .values(state="claimed", claimed_by=agent_id, lease_token=token, lease_expires_at=expires,
-                attempt_count=TODOS.c.attempt_count + 1, updated_at=now)
+                lease_session=session_key, attempt_count=TODOS.c.attempt_count + 1, updated_at=now)
         .returning(*TODOS.c)
     ).mappings().first()
     if claimed is None:
@@ -130,16 +169,27 @@ def _lease_live(todo: Todo, now: datetime) -> bool:
     return todo.lease_expires_at is not None and todo.lease_expires_at > now
 
 
+LEASE_LOST = "lease lost: the todo was claimed again by another session; your result was not recorded"
+
+
 def _held(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], todo_id: str,
-          lease_token: str | None) -> tuple[Todo, Attempt]:
-    """The todo, if the caller holds a live lease on it (and the token, if given, is current)."""
+          lease_token: str | None, session_key: str | None = None,
+          now: datetime | None = None) -> tuple[Todo, Attempt]:
+    """The todo, if the caller holds a live lease on it.
+
+    A ``lease_token``, if given, must be the current one; without a token the lease must have
+    been claimed by the calling session (issue 18 item 5: a late call from a session whose
+    lease expired never lands on a newer attempt).
+    """
     todo = readable(grants, session.get(Todo, todo_id))
     require_work(grants, todo)
     if todo.state != "claimed" or todo.claimed_by != agent_id:
         raise Conflict(f"the todo is {todo.state}, not claimed by this agent")
     if lease_token is not None and not secrets.compare_digest(str(lease_token), todo.lease_token or ""):
         raise Conflict("the lease token is stale: another claim holds this todo now")
-    if not _lease_live(todo, clock.now()):
+    if lease_token is None and todo.lease_session != session_key:
+        raise Conflict(LEASE_LOST)
+    if not _lease_live(todo, now or lease_now(session, clock)):
         raise Conflict("the lease has expired; claim the todo again")
     attempt = session.execute(
         select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
@@ -161,15 +211,16 @@ def _transition(session: Session, todo: Todo, **values: Any) -> None:
 
 
 def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-              lease_seconds: int = DEFAULT_LEASE_SECONDS, lease_token: str | None = None) -> dict[str, Any]:
+              lease_seconds: int = DEFAULT_LEASE_SECONDS, lease_token: str | None = None,
+              session_key: str | None = None) -> dict[str, Any]:
     """Extend the caller's lease to ``max(current expiry, now + lease_seconds)``.
 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
     check_lease_seconds(lease_seconds)
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
-    now = clock.now()
+    now = lease_now(session, clock)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     expires = max(todo.lease_expires_at or now, now + timedelta(seconds=lease_seconds))
     _transition(session, todo, lease_expires_at=expires, updated_at=now)
     attempt.lease_expires_at = expires
@@ -178,7 +229,7 @@ def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, s
 
 
 def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-             result: Any = None, lease_token: str | None = None) -> dict[str, Any]:
+             result: Any = None, lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Mark a held todo ``done`` (attempt outcome ``completed``).
 
     The common case is one conditional ``UPDATE ... RETURNING``; only when it matches nothing
@@ -188,7 +239,7 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         NotFound: unknown or unreadable todo. Forbidden: read-only grant.
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    now = clock.now()
+    now = lease_now(session, clock)
     stored = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
     work = [pid for pid, role in grants.items() if role == "work"]
     query = (
@@ -196,14 +247,18 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         .where(TODOS.c.id == todo_id, TODOS.c.state == "claimed", TODOS.c.claimed_by == agent_id,
                TODOS.c.lease_expires_at > now, TODOS.c.project_id.in_(work))
         .values(state="done", result=stored, lease_token=None, lease_expires_at=None, claimed_by=None,
-                updated_at=now)
+                lease_session=None, updated_at=now)
         .returning(*TODOS.c)
     )
     if lease_token is not None:
         query = query.where(TODOS.c.lease_token == str(lease_token))
+    elif session_key is None:
+        query = query.where(TODOS.c.lease_session.is_(None))
+    else:
+        query = query.where(TODOS.c.lease_session == session_key)
     done = session.execute(query).mappings().first()
     if done is None:
-        _held(session, clock, agent_id, grants, todo_id, lease_token)  # raises the precise error
+        _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)  # raises the precise error
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
     session.execute(update(ATTEMPTS).where(ATTEMPTS.c.todo_id == todo_id, ATTEMPTS.c.number == todo.attempt_count)
@@ -214,7 +269,7 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
 
 
 def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-         summary: str | None = None, lease_token: str | None = None) -> dict[str, Any]:
+         summary: str | None = None, lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Record a failed attempt: retry after backoff, or dead-letter at ``max_attempts``.
 
     Returns:
@@ -223,13 +278,13 @@ def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
-    now = clock.now()
+    now = lease_now(session, clock)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     failures = todo.failure_count + 1
     dead = failures >= todo.max_attempts
     retry_at = None if dead else now + timedelta(seconds=backoff_seconds(failures))
     _transition(session, todo, state="failed", failure_count=failures, next_retry_at=retry_at,
-                lease_token=None, lease_expires_at=None, claimed_by=None, updated_at=now)
+                lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "failed"
     attempt.summary = (summary or "")[:MAX_SUMMARY_CHARS] or None
     kind = "todo.dead_lettered" if dead else "todo.failed"
@@ -241,16 +296,16 @@ def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], 
 
 
 def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-            lease_token: str | None = None) -> dict[str, Any]:
+            lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Give a held todo back: ``pending`` again, no failure counted (outcome ``released``).
 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
-    now = clock.now()
+    now = lease_now(session, clock)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     _transition(session, todo, state="pending", lease_token=None, lease_expires_at=None, claimed_by=None,
-                updated_at=now)
+                lease_session=None, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "released"
     session.flush()
     return row(todo)
@@ -265,7 +320,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     Returns:
         ``({"expired": n, "dead_lettered": n, "retried": n}, ids of todos now pending)``.
     """
-    now = clock.now()
+    now = lease_now(session, clock)
     counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
     requeued: list[str] = []
     expired = session.execute(
@@ -279,7 +334,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
             update(Todo)
             .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
             .values(state="failed" if dead else "pending", failure_count=failures, next_retry_at=None,
-                    lease_token=None, lease_expires_at=None, claimed_by=None, updated_at=now)
+                    lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
             .execution_options(synchronize_session=False)
         )
         if moved.rowcount != 1:  # type: ignore[attr-defined]
