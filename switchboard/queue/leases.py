@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock, SystemClock
@@ -72,20 +72,79 @@ def lease_now(session: Session, clock: Clock) -> datetime:
 _DB_NOW = select(func.now())
 
 
-def _pick_next(project_ids: list[str], agent_id: str, queue: str | None, is_postgres: bool) -> Any:
-    """The next claimable todo's id as a scalar subquery: priority first, then oldest."""
-    query = (
-        select(TODOS.c.id)
-        .where(TODOS.c.project_id.in_(project_ids), TODOS.c.state == "pending")
-        .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent_id))
-        .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
-        .limit(1)
-    )
-    if queue is not None:
-        query = query.where(TODOS.c.queue == queue)
-    if is_postgres:
-        query = query.with_for_update(skip_locked=True)
-    return query.scalar_subquery()
+_STATEMENTS: dict[tuple[Any, ...], Any] = {}
+"""Hot-path statements built once per shape (issue 11: building and cache-keying a statement on
+every call was a third of a claim's CPU); values travel as bind parameters."""
+
+
+def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool) -> Any:
+    """``UPDATE todos SET <claim> WHERE id = (:id | next pending) AND state = 'pending' ... RETURNING *``."""
+    key = ("claim", by_id, with_queue, is_postgres)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        agent = bindparam("b_agent")
+        if by_id:
+            target: Any = bindparam("b_id")
+        else:
+            pick = (
+                select(TODOS.c.id)
+                .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), TODOS.c.state == "pending")
+                .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
+                .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
+                .limit(1)
+            )
+            if with_queue:
+                pick = pick.where(TODOS.c.queue == bindparam("b_queue"))
+            if is_postgres:
+                pick = pick.with_for_update(skip_locked=True)
+            target = pick.scalar_subquery()
+        stmt = (
+            update(TODOS)
+            .where(TODOS.c.id == target, TODOS.c.state == "pending")
+            .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
+            .values(state="claimed", claimed_by=agent, lease_token=bindparam("b_token"),
+                    lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
+                    lease_session=bindparam("b_session", type_=TODOS.c.lease_session.type),
+                    attempt_count=TODOS.c.attempt_count + 1,
+                    updated_at=bindparam("b_now", type_=TODOS.c.updated_at.type))
+            .returning(*TODOS.c)
+        )
+        _STATEMENTS[key] = stmt
+    return stmt
+
+
+def _complete_statement(fence: str) -> Any:
+    """``UPDATE todos SET state = 'done' ... WHERE <held by the caller> AND <fence> RETURNING *``;
+    ``fence`` is ``token``, ``session`` or ``no_session``."""
+    key = ("complete", fence)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        now = bindparam("b_now", type_=TODOS.c.updated_at.type)
+        stmt = (
+            update(TODOS)
+            .where(TODOS.c.id == bindparam("b_id"), TODOS.c.state == "claimed",
+                   TODOS.c.claimed_by == bindparam("b_agent"), TODOS.c.lease_expires_at > now,
+                   TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)))
+            .values(state="done", result=bindparam("b_result", type_=TODOS.c.result.type), lease_token=None,
+                    lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
+            .returning(*TODOS.c)
+        )
+        if fence == "token":
+            stmt = stmt.where(TODOS.c.lease_token == bindparam("b_token"))
+        elif fence == "session":
+            stmt = stmt.where(TODOS.c.lease_session == bindparam("b_session"))
+        else:
+            stmt = stmt.where(TODOS.c.lease_session.is_(None))
+        _STATEMENTS[key] = stmt
+    return stmt
+
+
+_INSERT_ATTEMPT = insert(ATTEMPTS)
+_END_ATTEMPT = (
+    update(ATTEMPTS)
+    .where(ATTEMPTS.c.todo_id == bindparam("b_todo"), ATTEMPTS.c.number == bindparam("b_number"))
+    .values(ended_at=bindparam("b_ended", type_=ATTEMPTS.c.ended_at.type), outcome=bindparam("b_outcome"))
+)
 
 
 def claim(
@@ -133,32 +192,34 @@ def claim(
             return claim_view(session, todo)  # idempotent: a duplicate wake never causes double work
         if todo.assigned_agent_id not in (None, agent_id):
             raise Conflict("the todo is assigned to another agent")
-        target: Any = todo.id
     else:
         if project_ids is None:
             project_ids = resolve_projects(session, grants, project, need_work=True)
         if not project_ids:
             return {"empty": True}
-        target = _pick_next(project_ids, agent_id, queue, is_postgres)
     token = secrets.token_urlsafe(24)
     expires = now + timedelta(seconds=lease_seconds)
+    params: dict[str, Any] = {"b_agent": agent_id, "b_token": token, "b_expires": expires,
+                              "b_session": session_key, "b_now": now}
+    if todo_id is not None:
+        params["b_id"] = todo_id
+    else:
+        params["b_projects"] = list(project_ids or [])
+        if queue is not None:
+            params["b_queue"] = queue
     # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
-    claimed = session.execute(
-        update(TODOS)
-        .where(TODOS.c.id == target, TODOS.c.state == "pending")
-        .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent_id))
-        .values(state="claimed", claimed_by=agent_id, lease_token=token, lease_expires_at=expires,
-                lease_session=session_key, attempt_count=TODOS.c.attempt_count + 1, updated_at=now)
-        .returning(*TODOS.c)
-    ).mappings().first()
+    conn = session.connection()
+    claimed = conn.execute(_claim_statement(todo_id is not None, queue is not None, is_postgres),
+                           params).mappings().first()
     if claimed is None:
         if todo_id is None:
             return {"empty": True}
         raise Conflict("the todo is not pending")
     todo = SimpleNamespace(**claimed)
     number = todo.attempt_count
-    session.execute(insert(ATTEMPTS).values(id=new_id("att"), todo_id=todo.id, number=number, agent_id=agent_id,
-                                            claimed_at=now, lease_expires_at=expires))
+    conn.execute(_INSERT_ATTEMPT, {"id": new_id("att"), "todo_id": todo.id, "number": number, "agent_id": agent_id,
+                                   "claimed_at": now, "lease_expires_at": expires, "ended_at": None,
+                                   "outcome": None, "summary": None})
     feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
                 data={"agent_id": agent_id, "attempt": number})
     return {"todo": row(todo, with_payload=True), "lease_token": token, "lease_expires_at": iso(expires),  # type: ignore[arg-type]
@@ -242,27 +303,22 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
     now = lease_now(session, clock)
     stored = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
     work = [pid for pid, role in grants.items() if role == "work"]
-    query = (
-        update(TODOS)
-        .where(TODOS.c.id == todo_id, TODOS.c.state == "claimed", TODOS.c.claimed_by == agent_id,
-               TODOS.c.lease_expires_at > now, TODOS.c.project_id.in_(work))
-        .values(state="done", result=stored, lease_token=None, lease_expires_at=None, claimed_by=None,
-                lease_session=None, updated_at=now)
-        .returning(*TODOS.c)
-    )
+    params: dict[str, Any] = {"b_id": todo_id, "b_agent": agent_id, "b_now": now, "b_projects": work,
+                              "b_result": stored}
     if lease_token is not None:
-        query = query.where(TODOS.c.lease_token == str(lease_token))
+        fence, params["b_token"] = "token", str(lease_token)
     elif session_key is None:
-        query = query.where(TODOS.c.lease_session.is_(None))
+        fence = "no_session"
     else:
-        query = query.where(TODOS.c.lease_session == session_key)
-    done = session.execute(query).mappings().first()
+        fence, params["b_session"] = "session", session_key
+    conn = session.connection()
+    done = conn.execute(_complete_statement(fence), params).mappings().first() if work else None
     if done is None:
         _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)  # raises the precise error
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
-    session.execute(update(ATTEMPTS).where(ATTEMPTS.c.todo_id == todo_id, ATTEMPTS.c.number == todo.attempt_count)
-                    .values(ended_at=now, outcome="completed"))
+    conn.execute(_END_ATTEMPT, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now,
+                                "b_outcome": "completed"})
     feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
                 data={"agent_id": agent_id, "attempt": todo.attempt_count})
     return row(todo)  # type: ignore[arg-type]
