@@ -26,8 +26,13 @@ class Dispatcher(Protocol):
         ...
 
 
+BATCH = 64
+"""Deliveries processed per write transaction at most (embedded mode)."""
+
+
 class InlineDispatcher:
-    """Embedded mode: one daemon thread processes deliveries in arrival order."""
+    """Embedded mode: one daemon thread processes deliveries in arrival order, taking every
+    waiting delivery (up to :data:`BATCH`) into one write transaction (issue 11)."""
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
@@ -40,21 +45,43 @@ class InlineDispatcher:
         self._queue.put(delivery_id)
 
     def _run(self) -> None:
-        from switchboard.queue.jobs import process_delivery, record_failure
+        from switchboard.queue.jobs import process_batch
 
         while True:
-            delivery_id = self._queue.get()
-            if delivery_id is None:
+            first = self._queue.get()
+            if first is None:
                 return
-            try:
-                process_delivery(self.hub, delivery_id)
-            except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
-                log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
-                            type(exc).__name__)
+            batch = [first]
+            stop = False
+            while len(batch) < BATCH:
                 try:
-                    record_failure(self.hub, delivery_id, exc)
-                except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
-                    log.warning("could not record the failure of delivery %s", delivery_id)
+                    more = self._queue.get_nowait()
+                except stdqueue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            try:
+                process_batch(self.hub, batch)
+            except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
+                for delivery_id in batch:
+                    self._process_one(delivery_id)
+            if stop:
+                return
+
+    def _process_one(self, delivery_id: str) -> None:
+        from switchboard.queue.jobs import process_delivery, record_failure
+
+        try:
+            process_delivery(self.hub, delivery_id)
+        except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
+            log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
+                        type(exc).__name__)
+            try:
+                record_failure(self.hub, delivery_id, exc)
+            except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
+                log.warning("could not record the failure of delivery %s", delivery_id)
 
     def close(self) -> None:
         """Finish queued work, then stop the thread."""
