@@ -26,13 +26,13 @@ class Dispatcher(Protocol):
         ...
 
 
-BATCH = 64
+BATCH = 8
 """Deliveries processed per write transaction at most (embedded mode)."""
 
 
 class InlineDispatcher:
     """Embedded mode: one daemon thread processes deliveries in arrival order, taking every
-    waiting delivery (up to :data:`BATCH`) into one write transaction (issue 11)."""
+    waiting delivery (up to :data:`BATCH`, so the receiver's writer never waits long for the lock) into one write transaction (issue 11)."""
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
