@@ -1,11 +1,17 @@
-"""change stamps bumped by triggers on sources/source_secrets; todos.lease_session
+"""change stamps bumped by triggers (sources, directory); todos.lease_session
 
 Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-01 01:45:00
 
-The receiver caches sources and secrets (issue 11); the ``sources`` stamp, bumped by triggers
-on every change of ``sources`` or ``source_secrets`` from any process, invalidates it.
+Issue 11: the receiver caches sources and secrets, and processing caches attribution and wake
+recipients. ``change_stamps`` holds one counter per cache; triggers bump it on every change of
+the tables the cache reads, from any process, so no write path can forget to invalidate:
+
+- ``sources``: ``sources``, ``source_secrets``;
+- ``directory``: ``sources`` (trust lists), ``identities``, ``project_owners``, ``grants``,
+  ``agents``, ``projects``.
+
 ``todos.lease_session`` binds a lease to the session that claimed (issue 18 item 5).
 """
 
@@ -19,7 +25,10 @@ down_revision = '0006'
 branch_labels = None
 depends_on = None
 
-_TABLES = ("sources", "source_secrets")
+STAMPS = {
+    "sources": ("sources", "source_secrets"),
+    "directory": ("sources", "identities", "project_owners", "grants", "agents", "projects"),
+}
 _OPS = ("INSERT", "UPDATE", "DELETE")
 
 
@@ -30,35 +39,38 @@ def upgrade() -> None:
         sa.Column('value', sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint('name'),
     )
-    op.execute("INSERT INTO change_stamps (name, value) VALUES ('sources', 0)")
+    for name in STAMPS:
+        op.execute(f"INSERT INTO change_stamps (name, value) VALUES ('{name}', 0)")
     with op.batch_alter_table('todos', schema=None) as batch_op:
         batch_op.add_column(sa.Column('lease_session', sa.String(length=80), nullable=True))
-    bind = op.get_bind()
-    if bind.dialect.name == "postgresql":
+    if op.get_bind().dialect.name == "postgresql":
         op.execute(
-            "CREATE FUNCTION switchboard_bump_sources_stamp() RETURNS trigger LANGUAGE plpgsql AS $$ "
-            "BEGIN UPDATE change_stamps SET value = value + 1 WHERE name = 'sources'; RETURN NULL; END $$"
+            "CREATE FUNCTION switchboard_bump_stamp() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN UPDATE change_stamps SET value = value + 1 WHERE name = TG_ARGV[0]; RETURN NULL; END $$"
         )
-        for table in _TABLES:
-            op.execute(f"CREATE TRIGGER trg_{table}_stamp AFTER INSERT OR UPDATE OR DELETE ON {table} "
-                       "FOR EACH STATEMENT EXECUTE FUNCTION switchboard_bump_sources_stamp()")
+        for name, tables in STAMPS.items():
+            for table in tables:
+                op.execute(f"CREATE TRIGGER trg_{table}_{name}_stamp AFTER INSERT OR UPDATE OR DELETE ON {table} "
+                           f"FOR EACH STATEMENT EXECUTE FUNCTION switchboard_bump_stamp('{name}')")
     else:
-        for table in _TABLES:
-            for what in _OPS:
-                op.execute(f"CREATE TRIGGER trg_{table}_stamp_{what.lower()} AFTER {what} ON {table} "
-                           "BEGIN UPDATE change_stamps SET value = value + 1 WHERE name = 'sources'; END")
+        for name, tables in STAMPS.items():
+            for table in tables:
+                for what in _OPS:
+                    op.execute(f"CREATE TRIGGER trg_{table}_{name}_stamp_{what.lower()} AFTER {what} ON {table} "
+                               f"BEGIN UPDATE change_stamps SET value = value + 1 WHERE name = '{name}'; END")
 
 
 def downgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name == "postgresql":
-        for table in _TABLES:
-            op.execute(f"DROP TRIGGER IF EXISTS trg_{table}_stamp ON {table}")
-        op.execute("DROP FUNCTION IF EXISTS switchboard_bump_sources_stamp()")
+    if op.get_bind().dialect.name == "postgresql":
+        for name, tables in STAMPS.items():
+            for table in tables:
+                op.execute(f"DROP TRIGGER IF EXISTS trg_{table}_{name}_stamp ON {table}")
+        op.execute("DROP FUNCTION IF EXISTS switchboard_bump_stamp()")
     else:
-        for table in _TABLES:
-            for what in _OPS:
-                op.execute(f"DROP TRIGGER IF EXISTS trg_{table}_stamp_{what.lower()}")
+        for name, tables in STAMPS.items():
+            for table in tables:
+                for what in _OPS:
+                    op.execute(f"DROP TRIGGER IF EXISTS trg_{table}_{name}_stamp_{what.lower()}")
     with op.batch_alter_table('todos', schema=None) as batch_op:
         batch_op.drop_column('lease_session')
     op.drop_table('change_stamps')

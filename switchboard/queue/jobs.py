@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +24,10 @@ from switchboard.feed import events as feed
 from switchboard.intake import quarantine, screening, vault
 from switchboard.intake.attribution import Attribution, attribute
 from switchboard.intake.channel_break import Break
-from switchboard.models import Delivery, Source
+from switchboard.models import Delivery, Grant, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
-from switchboard.notify.wakes import Wake, ring
+from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
+from switchboard.notify.wakes import Wake
 from switchboard.queue import todos
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for
 
@@ -88,11 +90,12 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     wakes: list[Wake] = []
     statuses: list[str | None] = []
     with hub.db.write() as session:
+        cache = _directory_cache(hub, session)
         for item in prepared:
             if item is None:
                 statuses.append(None)
                 continue
-            status, wake = _apply(hub, session, item)
+            status, wake = _apply(hub, session, item, cache)
             statuses.append(status)
             if wake is not None:
                 wakes.append(wake)
@@ -101,7 +104,66 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     return statuses
 
 
-def _apply(hub: Hub, session: Session, item: _Prepared) -> tuple[str | None, Wake | None]:
+class DirectoryCache:
+    """Attribution outcomes and wake recipients, valid while the ``directory`` stamp holds.
+
+    Issue 11: attribution and the wake look-ups were 43 % of processing. Both are functions of
+    identities, trust lists, project owners, grants, agents and projects, whose every change
+    bumps the ``directory`` change stamp (triggers, migration 0007). The stamp is read once per
+    processing transaction; a different value empties the cache.
+    """
+
+    def __init__(self) -> None:
+        self.stamp = -1
+        self.attributions: dict[tuple[Any, ...], Attribution] = {}
+        self.recipients: dict[str, tuple[str, list[str]]] = {}
+
+    def reset_to(self, stamp: int) -> None:
+        """Forget everything computed under another stamp."""
+        if stamp != self.stamp:
+            self.stamp = stamp
+            self.attributions = {}
+            self.recipients = {}
+
+    def attribute(self, session: Session, sender: Any, source: Source) -> Attribution:
+        """:func:`~switchboard.intake.attribution.attribute`, remembered per source and sender."""
+        key = (source.id, None) if sender is None else (
+            source.id, sender.provider, sender.workspace, sender.external_id, bool(sender.is_bot))
+        found = self.attributions.get(key)
+        if found is None:
+            found = self.attributions[key] = attribute(session, sender, source)
+        return found
+
+    def recipients_of(self, session: Session, project_id: str) -> tuple[str, list[str]]:
+        """The project's name and its agents with ``work`` (oldest grant first), as ``wake_for``."""
+        found = self.recipients.get(project_id)
+        if found is None:
+            agents = list(session.execute(
+                select(Grant.agent_id).where(Grant.project_id == project_id, Grant.role == "work")
+                .order_by(Grant.created_at)).scalars().all())
+            name = session.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
+            found = self.recipients[project_id] = (name, agents)
+        return found
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def _directory_cache(hub: Hub, session: Session) -> DirectoryCache:
+    """The hub's processing cache, checked against the ``directory`` stamp in this transaction."""
+    cache = getattr(hub, "_directory_cache", None)
+    if cache is None:
+        with _CACHE_LOCK:
+            cache = getattr(hub, "_directory_cache", None)
+            if cache is None:
+                cache = DirectoryCache()
+                hub._directory_cache = cache  # type: ignore[attr-defined]
+    cache.reset_to(read_stamp(session.connection(), DIRECTORY_STAMP))
+    return cache
+
+
+def _apply(hub: Hub, session: Session, item: _Prepared,
+           cache: DirectoryCache) -> tuple[str | None, Wake | None]:
     """The database half of processing, in the caller's write transaction."""
     query = select(Delivery).where(Delivery.id == item.delivery_id)
     if not hub.db.is_sqlite:
@@ -136,7 +198,7 @@ def _apply(hub: Hub, session: Session, item: _Prepared) -> tuple[str | None, Wak
     sender = envelope.sender
     if sender is not None and sender.external_id == SOURCE_SENDER:
         sender = replace(sender, external_id=source.id)
-    who = attribute(session, sender, source)
+    who = cache.attribute(session, sender, source)
     if who.human_id is None and delivery.released_by is not None:
         # A human released it from quarantine and answers for it.
         who = Attribution(delivery.released_by, None)
@@ -164,7 +226,12 @@ def _apply(hub: Hub, session: Session, item: _Prepared) -> tuple[str | None, Wak
         source_id=source.id, delivery_id=delivery.id, human_id=who.human_id,
     )
     delivery.status, delivery.todo_id = "processed", todo.id
-    return "processed", ring(session, hub.clock, todo) if created else None
+    if not created:
+        return "processed", None
+    # ring(), with the recipients from the cache: a new todo from a delivery is unassigned.
+    todo.rung_at, todo.ring_count = hub.clock.now(), todo.ring_count + 1
+    name, agents = cache.recipients_of(session, project_id)
+    return "processed", Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents))
 
 
 def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from switchboard import directory
 from switchboard.models import Delivery, Source, SourceSecret
-from switchboard.models.stamps import SOURCES_STAMP, ChangeStamp
+from switchboard.models.stamps import read_stamp
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -40,18 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
-STAMPS = ChangeStamp.__table__  # type: ignore[attr-defined]
 MAX_BATCH = 256
 """Deliveries per write transaction at most (one commit, one fsync on PostgreSQL)."""
-
-_STAMP_QUERY = sa.select(STAMPS.c.value).where(STAMPS.c.name == SOURCES_STAMP)
-
-
-def read_stamp(conn: Any) -> int:
-    """The current ``sources`` change stamp (0 when the row is missing)."""
-    value = conn.execute(_STAMP_QUERY).scalar()
-    return int(value or 0)
-
 
 @dataclass(frozen=True)
 class CachedSource:
