@@ -32,6 +32,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import math
 import os
 import shutil
 import socket
@@ -264,7 +265,7 @@ def main() -> None:
         redis = shutil.which("redis-server")
         if redis:
             home2 = Path(tmp) / "acks"
-            gh2, dc2 = _configure(home2)
+            gh2, _ = _configure(home2)
             procs.append(_start([redis, "--port", str(ports["redis"]), "--save", "", "--appendonly", "no",
                                  "--dir", tmp], env, ports["redis"]))
             env2 = {**env, "SWITCHBOARD_HOME": str(home2),
@@ -310,7 +311,7 @@ def main() -> None:
     for name, rows in table.items():
         hp = _median(rows, "health_p99")
         print(f"{name:44} {_median(rows, 'rps'):7.0f} {_median(rows, 'p50'):7.2f} {_median(rows, 'p99'):7.2f} "
-              f"{_median(rows, 'ratio'):8.0%} {'' if hp != hp else f'{hp:8.1f} ms':>11}")
+              f"{_median(rows, 'ratio'):8.0%} {'' if math.isnan(hp) else f'{hp:8.1f} ms':>11}")
     print(f"{flask['name']:44} {flask['rps']:7.0f} {flask['p50']:7.2f} {flask['p99']:7.2f}   (one run, for reference)")
     hub = table["hub: verified GitHub 5 KB (embedded)"]
     print("\ngoals (issue 11), each as a ratio to the bare async route measured in the same run:")
