@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from switchboard import directory
+from switchboard.errors import DependencyUnavailable
 from switchboard.models import Delivery, Source, SourceSecret
 from switchboard.models.stamps import read_stamp
 
@@ -144,7 +145,8 @@ class DeliveryWriter:
     ``store`` (on the event loop) queues a row and awaits its outcome: ``("stored", id)``,
     ``("duplicate", first_id)`` or ``(STALE, None)``. A batch that fails is retried one
     delivery at a time, so one bad row fails only its own request (with the database's error,
-    which the receiver turns into a 503 problem).
+    which the receiver turns into a 503 problem); a database that is unavailable fails the
+    whole batch at once.
 
     Args:
         hub: the process hub.
@@ -209,12 +211,18 @@ class DeliveryWriter:
         try:
             outcomes = self._commit(jobs)
         except Exception as exc:  # noqa: BLE001 - retried alone, then reported to each request
-            if len(jobs) > 1:
+            if len(jobs) > 1 and not isinstance(exc, DependencyUnavailable):
                 for job in jobs:
                     self._write([job])
                 return
-            log.warning("could not store a delivery (%s)", type(exc).__name__)
-            jobs[0].loop.call_soon_threadsafe(_resolve, jobs[0].future, None, exc)
+            # The database is down or locked past the busy timeout: every request of the batch gets
+            # the 503 now, rather than each waiting out the timeout again on its own.
+            log.warning("could not store %d deliveries (%s)", len(jobs), type(exc).__name__)
+            for job in jobs:
+                try:
+                    job.loop.call_soon_threadsafe(_resolve, job.future, None, exc)
+                except RuntimeError:  # the loop closed (shutdown); nothing was acknowledged
+                    pass
             return
         for job, outcome in zip(jobs, outcomes, strict=True):
             if outcome[0] == "stored" and job.dispatch:
