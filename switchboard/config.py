@@ -17,6 +17,7 @@ from switchboard.errors import ConfigError
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,13 @@ class Settings:
             shown in ``repr``.
         quarantine_days: how long a quarantined delivery waits for a human before it expires
             (``SWITCHBOARD_QUARANTINE_DAYS``, default 30).
+        raw_body_days: days a settled delivery keeps its raw body for replay
+            (``SWITCHBOARD_RAW_BODY_DAYS``, default 7; DESIGN.md §2).
+        retention_days: days deliveries and feed events are kept (``SWITCHBOARD_RETENTION_DAYS``,
+            default 90).
+        metrics_token: bearer token required by ``GET /metrics`` (``SWITCHBOARD_METRICS_TOKEN``);
+            ``None`` leaves it open. Never shown in ``repr``.
+        log_format: ``text`` or ``json`` (``SWITCHBOARD_LOG_FORMAT``), for stderr logs.
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -60,6 +68,10 @@ class Settings:
     log_level: str = "WARNING"
     vault_keys: str | None = field(default=None, repr=False)
     quarantine_days: int = 30
+    raw_body_days: int = 7
+    retention_days: int = 90
+    metrics_token: str | None = field(default=None, repr=False)
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -154,6 +166,18 @@ class Settings:
                 problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
                 vault_keys = None
         quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
+        raw_body_days = integer("SWITCHBOARD_RAW_BODY_DAYS", 7, 0, 3650)
+        retention_days = integer("SWITCHBOARD_RETENTION_DAYS", 90, 1, 36500)
+        if raw_body_days > retention_days:
+            problems.append(f"SWITCHBOARD_RAW_BODY_DAYS={raw_body_days} is longer than "
+                            f"SWITCHBOARD_RETENTION_DAYS={retention_days}")
+        metrics_token = env.get("SWITCHBOARD_METRICS_TOKEN", "").strip() or None
+        if metrics_token is not None and len(metrics_token) < 16:
+            problems.append("SWITCHBOARD_METRICS_TOKEN must be at least 16 characters")
+        log_format = env.get("SWITCHBOARD_LOG_FORMAT", "").strip().lower() or "text"
+        if log_format not in LOG_FORMATS:
+            problems.append(f"SWITCHBOARD_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}")
+            log_format = "text"
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -167,4 +191,8 @@ class Settings:
             log_level=log_level,
             vault_keys=vault_keys,
             quarantine_days=quarantine_days,
+            raw_body_days=raw_body_days,
+            retention_days=retention_days,
+            metrics_token=metrics_token,
+            log_format=log_format,
         )

@@ -18,6 +18,7 @@ from a2wsgi import WSGIMiddleware
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -28,6 +29,7 @@ from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.errors import SwitchboardError
 from switchboard.hub import Hub
+from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
 from switchboard.web import agent_api
@@ -106,7 +108,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequestIdMiddleware)],
                     exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
     return app

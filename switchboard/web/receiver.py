@@ -21,7 +21,7 @@ from sqlmodel import Session
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from switchboard import directory
+from switchboard import directory, metrics
 from switchboard.errors import (
     MalformedPayload,
     MalformedRequest,
@@ -73,6 +73,7 @@ async def receive(request: Request) -> Response:
     try:
         return await _receive(hub, request, source_id)
     except SwitchboardError as exc:
+        metrics.delivery_refused(hub, source_id, exc.status, exc.code)
         if exc.status == 401:
             log.info("delivery refused for %s: %s", source_id[:40], exc.code)
             hub.counters["deliveries_unverified"] += 1
@@ -136,10 +137,13 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
         delivery.status, delivery.error_code, delivery.error_detail = "failed", parse_error.code, parse_error.message
     duplicate_of = _store(hub, delivery)
     if duplicate_of is not None:
+        metrics.delivery_accepted(source, duplicate=True)
         return JSONResponse({"delivery_id": duplicate_of, "duplicate": True}, status_code=200)
     if parse_error is not None:
+        metrics.delivery_outcome(source.provider, "malformed")
         return from_error(parse_error)
     hub.dispatcher.submit(delivery.id)
+    metrics.delivery_accepted(source)
     reply = adapter.accept_reply(envelope, delivery.id) if envelope is not None else None
     if reply is not None:
         # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
