@@ -106,6 +106,7 @@ def test_fault7_discord_probe_with_zero_signature_is_401_never_pong(multi: Multi
                                     "whsec_c2hvcnQ="])
 def test_fault8_bad_secret_refused_at_source_add(tmp_path: Path, secret: str) -> None:
     env = cli_env(tmp_path / "inst")
+    subprocess.run([switchboard_exe(), "init"], env=env, check=True, capture_output=True)
     subprocess.run([switchboard_exe(), "project", "add", "acme"], env=env, check=True, capture_output=True)
     proc = subprocess.run([switchboard_exe(), "source", "add", "--project", "acme", "--provider",
                            "standard_webhooks", "--secret", secret, "--json"], env=env, capture_output=True,
