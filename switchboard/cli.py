@@ -445,7 +445,11 @@ def agent_list() -> tuple[dict[str, Any], str]:
 
 @main.group()
 def token() -> None:
-    """API tokens: agent tokens (sbk_, for /mcp and the agent REST) and human tokens (sbh_, for /api/v1/human)."""
+    """Agent and human API tokens.
+
+    Agent tokens (sbk_) are for /mcp, the channel adapter and the agent REST; human tokens
+    (sbh_) for /api/v1/human. Each is shown once; only its hash is stored.
+    """
 
 
 @token.command("vend")
