@@ -3,7 +3,8 @@ test and the MCP client example run, and print what the README says they print.
 
 What differs from a person at a terminal, on purpose:
 - the clone's virtualenv reuses this environment's installed dependencies (a ``.pth`` file) and
-  installs the clone itself with ``pip install --no-deps -e`` (no network in CI);
+  installs the clone itself with ``pip install --no-deps -e`` (the same pinned versions, without
+  downloading them again);
 - the port is a free one instead of 8080 (other things may listen there): ``8080`` in the
   README's commands and outputs is replaced by it, through ``SWITCHBOARD_PORT``;
 - ``switchboard serve`` runs in the background until the test ends;
@@ -55,11 +56,11 @@ def _clone_with_venv(tmp_path: Path) -> tuple[Path, Path]:
     clone = tmp_path / "switchboard"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
     venv = clone / ".venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "_reuse_test_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--no-build-isolation", "-e",
-                    str(clone)], check=True, timeout=300, capture_output=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "-e", str(clone)],
+                   check=True, timeout=600, capture_output=True)
     return clone, venv
 
 
