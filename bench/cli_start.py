@@ -27,7 +27,6 @@ from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.schema import head_revision, require_at_head
 
-
 _SETUP = "from switchboard.config import Settings; s = Settings.from_env(); "
 COLD = {
     "baseline": _SETUP,

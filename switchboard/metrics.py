@@ -37,6 +37,16 @@ if TYPE_CHECKING:
 OUTCOMES = ("accepted", "duplicate", "unverified", "too_large", "malformed", "quarantined", "rejected")
 """Delivery outcomes counted by ``switchboard_deliveries_total`` (issue 14)."""
 
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # Sample files are named by process; containers sharing the folder on a volume all have
+    # small pids (often 1), so the host name goes into the name too.
+    import socket
+
+    from prometheus_client import values as _values
+
+    _HOST = socket.gethostname().replace("_", "-")[:60]
+    _values.ValueClass = _values.MultiProcessValue(process_identifier=lambda: f"{_HOST}-{os.getpid()}")
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 DELIVERIES = Counter("switchboard_deliveries_total", "Webhook deliveries by provider and outcome.",
@@ -193,10 +203,3 @@ def token_ok(expected: str | None, authorization: str | None) -> bool:
     scheme, _, value = (authorization or "").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), expected.encode())
 
-
-def worker_exited() -> None:
-    """Mark this process dead in the multi-process folder (live gauges stop counting it)."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(os.getpid())

@@ -34,11 +34,11 @@ ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """``switchboard <args>`` in text mode."""
-    return subprocess.run([switchboard_exe(), *args], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([switchboard_exe(), *args], env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def fails(env: dict[str, str], *args: str, code: int = 2) -> dict[str, str]:
-    proc = subprocess.run([switchboard_exe(), *args, "--json"], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([switchboard_exe(), *args, "--json"], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == code, proc.stdout + proc.stderr
     return json.loads(proc.stdout)["error"]
 
@@ -75,7 +75,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_commands_other_than_init_fail_where_no_instance_exists(tmp_path: Path, args: tuple[str, ...]) -> None:
     env = cli_env(tmp_path / "instance")
     proc = subprocess.run([switchboard_exe(), *args], env=env, capture_output=True, text=True, timeout=60,
-                          cwd=tmp_path)
+                          cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("error no_instance: ")
     assert "`switchboard init`" in proc.stderr and "SWITCHBOARD_HOME" in proc.stderr
@@ -157,7 +157,7 @@ def test_prune_drops_old_bodies_and_rows_and_dedup_holds_for_retained_rows(live:
     assert (dry["raw_bodies"], dry["deliveries"], dry["feed_events"], dry["dry_run"]) == (2, 1, old_events, True)
     assert _sql(db, "select count(*) from deliveries")[0][0] == 3
     text = run(env, "prune").stdout
-    assert text.startswith(f"dropped 2 raw bodies (before ") and f"1 deliveries and {old_events} feed events" in text
+    assert text.startswith("dropped 2 raw bodies (before ") and f"1 deliveries and {old_events} feed events" in text
     assert _sql(db, "select id from deliveries order by id") == sorted([(ids[1],), (ids[2],)])
     assert _sql(db, "select raw_body is null from deliveries where id = ?", ids[2]) == [(1,)]
     assert _sql(db, "select raw_body is null from deliveries where id = ?", ids[1]) == [(0,)]
@@ -185,8 +185,9 @@ def test_the_maintenance_pass_drops_raw_bodies_on_schedule(tmp_path: Path) -> No
                            headers=github_headers(body, world.secret), timeout=10)
         delivery_id = resp.json()["delivery_id"]
         db = Path(settings.database_url.split("///", 1)[1])
-        wait_for(lambda: _sql(db, "select status, raw_body is null from deliveries where id = ?", delivery_id)
-                 == [("processed", 1)], timeout=20)
+        wait_for(lambda db=db, delivery_id=delivery_id: _sql(
+            db, "select status, raw_body is null from deliveries where id = ?", delivery_id) == [("processed", 1)],
+            timeout=20)
 
 
 # --- replay --------------------------------------------------------------------------------------------
@@ -303,7 +304,7 @@ def test_quarantine_list_says_when_the_sender_is_linked_now(live: LiveApp) -> No
 
 
 def test_token_group_help_names_agent_and_human_tokens() -> None:
-    out = subprocess.run([switchboard_exe(), "--help"], capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run([switchboard_exe(), "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
     line = next(x for x in out.splitlines() if x.strip().startswith("token "))
     assert "agent" in line.lower() and "human" in line.lower()
 

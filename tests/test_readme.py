@@ -83,11 +83,11 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
                 log = tmp_path / "serve.log"
                 server = subprocess.Popen(["bash", "-c", command], cwd=clone, env=env,
                                           stdout=log.open("wb"), stderr=subprocess.STDOUT)
-                wait_for(lambda: _healthy(port, server), timeout=60, interval=0.2)
+                wait_for(lambda server=server: _healthy(port, server), timeout=60, interval=0.2)
                 output = log.read_text()
             elif command.startswith("SRC=src_..."):
-                src = re.search(r"^source (src_\w+)$", outputs["source add"], re.M).group(1)
-                secret = re.search(r"^secret \(shown once\): (\S+)$", outputs["source add"], re.M).group(1)
+                src = re.search(r"^source (src_\w+)$", outputs["source add"], re.MULTILINE).group(1)
+                secret = re.search(r"^secret \(shown once\): (\S+)$", outputs["source add"], re.MULTILINE).group(1)
                 assignments.append(f"SRC={src} SECRET={shlex.quote(secret)}")
                 continue
             elif re.match(r"^[a-z]+=", command):
@@ -96,7 +96,7 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
             else:
                 script = "; ".join([*assignments, command])
                 proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True,
-                                      timeout=120)
+                                      timeout=120, check=False)
                 assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
                 output = proc.stdout + proc.stderr
             outputs[" ".join(command.split()[1:3])] = output
@@ -109,7 +109,7 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
         example = "\n".join(_block(readme, "Other MCP clients", "python"))
         proc = subprocess.run([str(venv / "bin" / "python"), "-c", example], cwd=clone, timeout=120,
                               capture_output=True, text=True,
-                              env={**env, "SWITCHBOARD_URL": f"http://127.0.0.1:{port}", "SWITCHBOARD_TOKEN": token})
+                              env={**env, "SWITCHBOARD_URL": f"http://127.0.0.1:{port}", "SWITCHBOARD_TOKEN": token}, check=False)
         assert proc.returncode == 0, proc.stderr
         first, second = proc.stdout.strip().splitlines()
         assert first.startswith("['") and second.startswith("False {'todos': [")

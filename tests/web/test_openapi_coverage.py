@@ -4,7 +4,6 @@ with each of its methods, is an operation in ``/api/v1/openapi.json``."""
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from starlette.routing import Mount, Route
