@@ -153,6 +153,8 @@ class Hub:
 def _flush_refusals(hub: Hub) -> None:
     from switchboard.refusals import flush
 
+    if not hub.refusals:
+        return
     try:
         with hub.db.write() as s:
             flush(s, hub.refusals, hub.clock.now())

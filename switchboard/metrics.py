@@ -90,14 +90,17 @@ def delivery_refused(hub: Hub, source_id: str, status: int, reason: str) -> None
         reason: the error code answered (``signature_invalid``, ``payload_too_large``, ...).
     """
     outcome = _HTTP_REFUSALS.get(status)
-    if outcome is None and status != 503:
-        return
+    if outcome is None and reason != "source_unconfigured":
+        return  # 404 unknown source, 503 database down: not a refusal by a source
     provider = _providers.get(source_id)
     if provider is None:
         from switchboard.models import Source
 
-        with hub.db.read() as s:
-            row = s.get(Source, source_id)
+        try:
+            with hub.db.read() as s:
+                row = s.get(Source, source_id)
+        except Exception:  # noqa: BLE001 - counting must never turn a 4xx into a 5xx
+            return
         if row is None:
             return
         if len(_providers) > 100_000:

@@ -43,6 +43,10 @@ class RefusalTally:
             entry.count += 1
             entry.last = [at, *entry.last][:KEEP_LAST]
 
+    def __bool__(self) -> bool:
+        """Whether anything was noted since the last flush."""
+        return bool(self._entries)
+
     def take(self) -> dict[tuple[str, str], _Entry]:
         """Return and clear what was noted."""
         with self._lock:

@@ -128,6 +128,7 @@ def maintain(hub: Hub, monotonic_now: float) -> None:
     """
     from switchboard import refusals
 
-    with hub.db.write() as s:
-        refusals.flush(s, hub.refusals, hub.clock.now())
+    if hub.refusals:  # no write transaction (SQLite's one writer) when there is nothing to add
+        with hub.db.write() as s:
+            refusals.flush(s, hub.refusals, hub.clock.now())
     hub.retention.maybe_run(hub, monotonic_now)
