@@ -1,7 +1,7 @@
 """source_refusals: per-source tallies of refused deliveries (issue 14)
 
 Revision ID: 0012
-Revises: 0006
+Revises: 0014
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from alembic import op
 import switchboard.models.base
 
 revision = '0012'
-down_revision = '0006'
+down_revision = '0014'
 branch_labels = None
 depends_on = None
 
