@@ -747,10 +747,9 @@ def serve(host: str | None, port: int | None) -> None:
             import redis
 
             redis.Redis.from_url(settings.redis_url).ping()
-    click.echo(f"switchboard {__version__} on http://{settings.host}:{settings.port} "
-               f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
-               f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})",
-               err=True)
+    _announce(settings, f"switchboard {__version__} on http://{settings.host}:{settings.port} "
+              f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
+              f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})")
     _print_source_urls(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
                 **({"log_config": None} if settings.log_format == "json" else {}))
@@ -960,6 +959,19 @@ def _print_source_urls(settings: Settings) -> None:
         line = f"  {src.provider:<17} {project_name}/{src.queue}: {local}/hooks/{src.id}"
         if settings.public_url != local and os.environ.get("SWITCHBOARD_PUBLIC_URL"):
             line += f"  (public: {settings.public_url}/hooks/{src.id})"
-        click.echo(line, err=True)
+        _announce(settings, line)
     if not rows:
-        click.echo("  no sources yet: `switchboard source add --project P --provider github`", err=True)
+        _announce(settings, "  no sources yet: `switchboard source add --project P --provider github`")
+
+
+def _announce(settings: Settings, text: str) -> None:
+    """A start-up line of ``serve`` on stderr: plain text, or a JSON log record with
+    ``SWITCHBOARD_LOG_FORMAT=json`` (so every stderr line parses), whatever the log level."""
+    if settings.log_format != "json":
+        click.echo(text, err=True)
+        return
+    import logging
+
+    log = logging.getLogger("switchboard.serve")
+    log.setLevel(logging.INFO)
+    log.info(text.strip())
