@@ -19,7 +19,17 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import get, host_of, is_form, load_form, load_json_object, one_line, text
+from switchboard.sources.bodies import (
+    get,
+    host_of,
+    is_form,
+    join_title,
+    load_form,
+    load_json_object,
+    number,
+    one_line,
+    text,
+)
 from switchboard.sources.github import title_for
 from switchboard.verifiers import gitea_signature
 
@@ -80,9 +90,9 @@ class GiteaSource(BaseSource):
         repo = one_line(get(payload, "repository", "full_name") or "an unknown repository", 100)
         if event in _REVIEW_EVENTS:
             state = event.rsplit("_", 1)[1]
-            title: str | None = one_line(
-                f"Review ({state}) on PR #{get(payload, 'pull_request', 'number')} in {repo}: "
-                f"{get(payload, 'pull_request', 'title') or ''}")
+            title: str | None = join_title(
+                f"Review ({state}) on PR{number(get(payload, 'pull_request', 'number'))} in {repo}",
+                get(payload, "pull_request", "title"))
         else:
             title = title_for(event, action, payload)
         summary = None if title else one_line(f"{self.label} {event}{'.' + action if action else ''} in {repo}")
