@@ -93,8 +93,8 @@ class DiscordSource(BaseSource):
         who = text(get(user, "username")) or uid or "someone"
         title = None
         if itype == COMMAND:
-            name, args = _command_line(data)
-            title = join_title(f"Discord /{name} from {who}", args)
+            command, args = _command_line(data)
+            title = join_title(f"Discord /{command} from {who}", args)
         elif itype == COMPONENT:
             # component_type 2 is a button; 3 and 5-8 are select menus (values chosen).
             values = data.get("values") if isinstance(data.get("values"), list) else []
