@@ -13,9 +13,9 @@ the provider's default list).
 from __future__ import annotations
 
 import sqlalchemy as sa
+import sqlmodel
 from alembic import op
 from sqlalchemy.dialects import postgresql
-import sqlmodel
 
 revision = '0008'
 down_revision = '0006'

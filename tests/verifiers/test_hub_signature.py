@@ -7,8 +7,7 @@ import json
 import pytest
 
 from switchboard.errors import VerificationFailed
-from switchboard.verifiers import SignatureMalformed
-from switchboard.verifiers import hub_signature
+from switchboard.verifiers import SignatureMalformed, hub_signature
 from tests.conftest import case_bytes
 
 SECRET = "It's a Secret to Everybody"

@@ -6,15 +6,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from switchboard.clock import FixedClock
 from switchboard.errors import VerificationFailed
-from switchboard.verifiers import SignatureMalformed
 from switchboard.verifiers import (
+    SignatureMalformed,
     SignatureMismatch,
     SignatureMissing,
     TimestampOutOfWindow,
@@ -27,7 +27,7 @@ from switchboard.verifiers import (
 )
 
 NOW = 1_700_000_000
-CLOCK = FixedClock(datetime.fromtimestamp(NOW, timezone.utc))
+CLOCK = FixedClock(datetime.fromtimestamp(NOW, UTC))
 BODY = b'{"name":"Jos\\u00e9","n":1}'
 # RFC 8032 section 7.1 TEST 1 key pair.
 SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")

@@ -115,10 +115,10 @@ def test_https_origin_of_the_public_host_is_allowed_behind_the_proxy(proxied: Se
 @pytest.mark.anyio
 async def test_a_real_mcp_client_works_through_the_proxy_headers(proxied: Served) -> None:
     headers = {"Authorization": f"Bearer {proxied.world.token}", **PROXIED}
-    async with httpx2.AsyncClient(headers=headers) as http:
-        async with Client(streamable_http_client(f"{proxied.url}/mcp", http_client=http), mode="legacy") as client:
-            with anyio.fail_after(20):
-                me = await client.call_tool("whoami", {})
+    async with httpx2.AsyncClient(headers=headers) as http, \
+            Client(streamable_http_client(f"{proxied.url}/mcp", http_client=http), mode="legacy") as client:
+        with anyio.fail_after(20):
+            me = await client.call_tool("whoami", {})
     assert me.structured_content["agent"]["name"] == "claude1"
 
 
