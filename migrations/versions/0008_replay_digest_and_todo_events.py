@@ -1,7 +1,7 @@
 """body digest for replay dedup on deliveries; per-source todo events
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0014
 Create Date: 2026-12-01 01:50:00
 
 ``deliveries.body_digest`` (SHA-256 hex of the raw body, schemes without a signed timestamp)
@@ -18,7 +18,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = '0008'
-down_revision = '0006'
+down_revision = '0014'
 branch_labels = None
 depends_on = None
 
