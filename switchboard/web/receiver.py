@@ -17,7 +17,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 from starlette.requests import ClientDisconnect, Request
@@ -162,16 +162,17 @@ def _first_id(session: Session, delivery: Delivery) -> str | None:
     """The id of the delivery already stored under this one's dedup key or body digest, if any.
 
     The digest makes a captured body re-sent with fresh unsigned headers (a new
-    ``X-GitHub-Delivery``, another ``X-GitHub-Event``) a duplicate (issue 12 #7).
+    ``X-GitHub-Delivery``, another ``X-GitHub-Event``) a duplicate (issue 12 #7). Two lookups,
+    each an index seek on its unique constraint, rather than one ``OR`` a planner may scan.
     """
-    same = [Delivery.dedup_key == delivery.dedup_key] if delivery.dedup_key is not None else []
-    if delivery.body_digest is not None:
-        same.append(Delivery.body_digest == delivery.body_digest)
-    if not same:
-        return None
-    return session.execute(select(Delivery.id).where(
-        Delivery.source_id == delivery.source_id, or_(*same)
-    ).order_by(Delivery.received_at).limit(1)).scalars().first()
+    for column, value in ((Delivery.dedup_key, delivery.dedup_key), (Delivery.body_digest, delivery.body_digest)):
+        if value is None:
+            continue
+        found = session.execute(select(Delivery.id).where(
+            Delivery.source_id == delivery.source_id, column == value)).scalars().first()
+        if found is not None:
+            return found
+    return None
 
 
 def _store(hub: Hub, delivery: Delivery) -> str | None:
