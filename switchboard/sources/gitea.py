@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from switchboard.clock import Clock
-from switchboard.errors import InvalidArgument
+from switchboard.errors import InvalidArgument, MalformedRequest
 from switchboard.sources import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import (
     get,
@@ -78,12 +78,18 @@ class GiteaSource(BaseSource):
 
         Raises:
             MalformedPayload: the body is not a JSON object.
+            MalformedRequest: ``X-Forgejo-Event`` and ``X-Gitea-Event`` disagree.
         """
         if is_form(headers):
             payload = load_json_object(load_form(body).get("payload", ""))
         else:
             payload = load_json_object(body)
-        event = one_line(headers.get("x-forgejo-event") or headers.get("x-gitea-event") or "unknown", 60)
+        forgejo, gitea = headers.get("x-forgejo-event", "").strip(), headers.get("x-gitea-event", "").strip()
+        if forgejo and gitea and forgejo != gitea:
+            # Forgejo sends both with one value; unsigned headers that disagree are refused
+            # rather than one of them guessed (issue 12 #7).
+            raise MalformedRequest("X-Forgejo-Event and X-Gitea-Event disagree")
+        event = one_line(forgejo or gitea or "unknown", 60)
         action = payload.get("action")
         action = one_line(action, 60) if isinstance(action, str) and action else None
         sender = self._sender(payload)

@@ -72,3 +72,13 @@ def test_identity_rules(provider: str, ws: str, uid: str) -> None:
 
     with pytest.raises(InvalidArgument):
         adapter_for(provider).validate_identity(ws, uid)
+
+
+def test_forgejo_event_headers_that_disagree_are_refused() -> None:
+    from switchboard.errors import MalformedRequest
+
+    body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}}).encode()
+    agree = {"x-forgejo-event": "issues", "x-gitea-event": "issues"}
+    assert gitea.FORGEJO.parse(body, agree).event == "issues"
+    with pytest.raises(MalformedRequest):
+        gitea.FORGEJO.parse(body, {"x-forgejo-event": "issues", "x-gitea-event": "push"})
