@@ -209,6 +209,11 @@ def project_owner(project_name: str, human_name: str) -> tuple[dict[str, Any], s
     return {"project": project_name, "owner": human_name}, f"{human_name} owns {project_name}"
 
 
+TODO_EVENTS_HELP = ("Comma-separated event kinds that become todos (e.g. issues,pull_request,"
+                    "pull_request_review_comment or event_callback.app_mention); a kind matches itself and "
+                    "its '.action' variants; 'default' for the provider's list, 'none' for feed events only.")
+
+
 @main.group()
 def source() -> None:
     """Sources: inbound webhook endpoints."""
@@ -224,9 +229,10 @@ def source() -> None:
 @click.option("--queue", default="default", show_default=True, help="Queue for the todos it makes.")
 @click.option("--allow-legacy-sha1", is_flag=True,
               help="GitHub only: also accept the legacy X-Hub-Signature (SHA-1) when no SHA-256 header is sent.")
+@click.option("--todo-events", default=None, help=TODO_EVENTS_HELP)
 @admin
 def source_add(project_name: str, provider: str, secret: str | None, queue: str,
-               allow_legacy_sha1: bool) -> tuple[dict[str, Any], str]:
+               allow_legacy_sha1: bool, todo_events: str | None) -> tuple[dict[str, Any], str]:
     """Add a source; prints its id, webhook URL and (once) its secret."""
     if allow_legacy_sha1 and provider != "github":
         raise InvalidArgument("--allow-legacy-sha1 applies to GitHub sources only")
@@ -234,6 +240,8 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str,
     with hub.db.write() as s:
         src, value = directory.add_source(s, project_name, provider, secret, queue)
         src.allow_legacy_sha1 = allow_legacy_sha1
+        if todo_events is not None:
+            directory.set_todo_events(s, src.id, todo_events)
     url = f"{hub.settings.public_url}/hooks/{src.id}"
     generated = secret is None
     text = f"source {src.id}\nwebhook URL: {url}\n" + (f"secret (shown once): {value}\n" if generated else "")
@@ -245,6 +253,25 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str,
     if generated:
         data["secret"] = value
     return data, text
+
+
+@source.command("set")
+@click.argument("source_id")
+@click.option("--todo-events", default=None, help=TODO_EVENTS_HELP)
+@admin
+def source_set(source_id: str, todo_events: str | None) -> tuple[dict[str, Any], str]:
+    """Change settings of SOURCE_ID (which event kinds become todos)."""
+    from switchboard.sources import routing
+
+    if todo_events is None:
+        raise InvalidArgument("nothing to set: pass --todo-events")
+    with _hub_cli().db.write() as s:
+        stored = directory.set_todo_events(s, source_id, todo_events)
+        provider = directory.source_by_id(s, source_id).provider
+    shown = routing.effective(provider, stored)
+    data = {"id": source_id, "todo_events": shown, "todo_events_default": stored is None}
+    return data, (f"source {source_id}: todos from {', '.join(shown) or 'no events'}"
+                  f"{' (default)' if stored is None else ''}")
 
 
 @source.command("rotate-secret")
@@ -360,14 +387,19 @@ def source_list() -> tuple[dict[str, Any], str]:
     from sqlalchemy import select
 
     from switchboard.models import Project, Source
+    from switchboard.sources import routing
 
     hub = _hub_cli()
     with hub.db.read() as s:
         rows = s.execute(select(Source, Project.name).join(Project, Project.id == Source.project_id)
                          .order_by(Source.created_at)).all()
     data = [{"id": src.id, "project": name, "provider": src.provider, "queue": src.queue, "enabled": src.enabled,
-             "url": f"{hub.settings.public_url}/hooks/{src.id}"} for src, name in rows]
-    text = "\n".join(f"{d['id']} {d['provider']} -> {d['project']}/{d['queue']}  {d['url']}" for d in data)
+             "url": f"{hub.settings.public_url}/hooks/{src.id}",
+             "todo_events": routing.effective(src.provider, src.todo_events),
+             "todo_events_default": src.todo_events is None} for src, name in rows]
+    text = "\n".join(f"{d['id']} {d['provider']} -> {d['project']}/{d['queue']}  {d['url']}\n"
+                     f"    todo events{' (default)' if d['todo_events_default'] else ''}: "
+                     f"{', '.join(d['todo_events']) or 'none'}" for d in data)
     return {"sources": data}, text or "no sources"
 
 
@@ -751,8 +783,10 @@ def serve(host: str | None, port: int | None) -> None:
               f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
               f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})")
     _print_source_urls(settings)
+    # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
+    # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
-                **({"log_config": None} if settings.log_format == "json" else {}))
+                proxy_headers=False, **({"log_config": None} if settings.log_format == "json" else {}))
 
 
 def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:

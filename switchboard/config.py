@@ -6,7 +6,9 @@ everything else takes a ``Settings``.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -53,6 +55,13 @@ class Settings:
         metrics_token: bearer token required by ``GET /metrics`` (``SWITCHBOARD_METRICS_TOKEN``);
             ``None`` leaves it open. Never shown in ``repr``.
         log_format: ``text`` or ``json`` (``SWITCHBOARD_LOG_FORMAT``), for stderr logs.
+        public_hosts: extra host names (``host`` or ``host:port``) that ``/mcp`` answers for
+            besides loopback and the public URL's host (``SWITCHBOARD_PUBLIC_HOSTS``,
+            comma-separated), e.g. every name a reverse proxy serves the hub under.
+        trusted_proxies: addresses or CIDR networks of reverse proxies whose
+            ``X-Forwarded-Host``, ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are honoured
+            (``SWITCHBOARD_TRUSTED_PROXIES``, comma-separated; default none: the headers are
+            ignored from everyone).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -72,6 +81,8 @@ class Settings:
     retention_days: int = 90
     metrics_token: str | None = field(default=None, repr=False)
     log_format: str = "text"
+    public_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -178,6 +189,8 @@ class Settings:
         if log_format not in LOG_FORMATS:
             problems.append(f"SWITCHBOARD_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}")
             log_format = "text"
+        public_hosts = parse_public_hosts(env.get("SWITCHBOARD_PUBLIC_HOSTS", ""), problems)
+        trusted_proxies = parse_trusted_proxies(env.get("SWITCHBOARD_TRUSTED_PROXIES", ""), problems)
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -195,4 +208,45 @@ class Settings:
             retention_days=retention_days,
             metrics_token=metrics_token,
             log_format=log_format,
+            public_hosts=public_hosts,
+            trusted_proxies=trusted_proxies,
         )
+
+
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                   r"|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def valid_host(value: str) -> bool:
+    """``host`` or ``host:port`` as it appears in a ``Host`` header (DNS name, IPv4, ``[IPv6]``)."""
+    host, sep, port = value.rpartition(":") if not value.endswith("]") else (value, "", "")
+    if not sep:
+        host, port = value, ""
+    elif not (port.isdigit() and 0 < int(port) < 65536):
+        return False
+    return len(host) <= 253 and _HOST.fullmatch(host) is not None
+
+
+def parse_public_hosts(raw: str, problems: list[str]) -> tuple[str, ...]:
+    """Parse ``SWITCHBOARD_PUBLIC_HOSTS``; a bad entry is added to ``problems``."""
+    hosts = [h.strip().lower() for h in raw.split(",") if h.strip()]
+    bad = [h for h in hosts if not valid_host(h)]
+    if bad:
+        problems.append(f"SWITCHBOARD_PUBLIC_HOSTS: {', '.join(repr(b) for b in bad[:5])} "
+                        "is not a host name or host:port (no scheme, no path)")
+        return ()
+    return tuple(dict.fromkeys(hosts))
+
+
+def parse_trusted_proxies(raw: str, problems: list[str]) -> tuple[str, ...]:
+    """Parse ``SWITCHBOARD_TRUSTED_PROXIES`` (IP addresses or CIDR networks)."""
+    out: list[str] = []
+    for item in (x.strip() for x in raw.split(",")):
+        if not item:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            problems.append(f"SWITCHBOARD_TRUSTED_PROXIES: {item[:60]!r} is not an IP address or CIDR network")
+            return ()
+    return tuple(dict.fromkeys(out))

@@ -28,7 +28,7 @@ from switchboard.models import Delivery, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
-from switchboard.sources import SOURCE_SENDER, adapter_for
+from switchboard.sources import SOURCE_SENDER, adapter_for, routing
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -98,10 +98,11 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
         if screened.secrets:
             vault.store(session, vault.load_key_ring(hub.settings), project.id, delivery.id, screened.secrets, now)
 
-        if envelope.title is None:
+        if envelope.title is None or not routing.wants_todo(source.provider, source.todo_events, envelope):
+            # Not work, or not an event kind the source turns into todos: a feed event only.
             delivery.status = "processed"
             feed.append(session, hub.clock, project.id, "delivery.received",
-                        envelope.summary or envelope.kind, subject_id=delivery.id,
+                        envelope.summary or envelope.title or envelope.kind, subject_id=delivery.id,
                         data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
             return delivery.status
 

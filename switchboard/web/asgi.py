@@ -34,6 +34,8 @@ from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
 from switchboard.web import agent_api
 from switchboard.web.flask_app import create_flask_app
+from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
+from switchboard.web.mcp_problems import MCPProblems
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 
@@ -72,7 +74,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
     hub = Hub(settings, clock=clock, role="serve")
     mcp_server = build_server(hub)
     session_manager = StreamableHTTPSessionManager(
-        app=mcp_server, security_settings=transport_security(settings.public_url)
+        app=mcp_server, security_settings=mcp_transport_security(transport_security(settings.public_url), settings)
     )
 
     @asynccontextmanager
@@ -94,7 +96,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(StreamableHTTPASGIApp(session_manager), hub)
+    mcp_app = RequireAgent(MCPProblems(StreamableHTTPASGIApp(session_manager)), hub)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
@@ -108,7 +110,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(RequestIdMiddleware)],
+    # Behind a reverse proxy: X-Forwarded-* only from SWITCHBOARD_TRUSTED_PROXIES (issue 12 #9).
+    middleware = [Middleware(RequestIdMiddleware)]
+    if settings.trusted_proxies:
+        middleware.append(Middleware(ForwardedHost, trusted=settings.trusted_proxies))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
     return app
