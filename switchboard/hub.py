@@ -12,6 +12,8 @@ from switchboard.config import Settings
 from switchboard.db import Database
 from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalBroker, RedisBroker
 from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
+from switchboard.refusals import RefusalTally
+from switchboard.retention import RetentionSchedule, maintain
 
 if TYPE_CHECKING:
     from switchboard.web.ingest import DeliveryWriter, SourceCache
@@ -42,6 +44,7 @@ class Hub:
         self.inbox_waiters = InboxWaiters()
         self._inbox_seen: int | None = None  # newest resolution already rung (see reap)
         self.counters: Counter[str] = Counter()
+        self.refusals, self.retention = RefusalTally(), RetentionSchedule()  # issue 14: source show, prune
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         if settings.redis_url:
@@ -109,6 +112,7 @@ class Hub:
                 now = time.monotonic()
                 try:
                     self.reap()
+                    maintain(self, now)
                     if now >= next_sweep:
                         sweep(self, self.settings.sweep_grace_seconds)
                         next_sweep = now + self.settings.sweep_interval_seconds
@@ -171,9 +175,22 @@ class Hub:
         self._stop.set()
         if self._delivery_writer is not None:
             self._delivery_writer.close()  # type: ignore[attr-defined]
+        _flush_refusals(self)
         self.dispatcher.close()
         self.broker.close()
         self.db.dispose()
+
+
+def _flush_refusals(hub: Hub) -> None:
+    from switchboard.refusals import flush
+
+    if not hub.refusals:
+        return
+    try:
+        with hub.db.write() as s:
+            flush(s, hub.refusals, hub.clock.now())
+    except Exception:  # noqa: BLE001 - shutting down; counts are best effort
+        log.warning("could not save refusal counts at shutdown")
 
 
 class _NoDispatch:

@@ -1,7 +1,7 @@
 """change stamps bumped by triggers (sources, directory); todos.lease_session
 
 Revision ID: 0007
-Revises: 0014
+Revises: 0008
 Create Date: 2026-12-01 01:45:00
 
 Issue 11: the receiver caches sources and secrets, and processing caches attribution and wake
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0007'
-down_revision = '0014'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlmodel import Session
 
+from switchboard import metrics
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.intake import quarantine, screening, vault
@@ -29,7 +30,7 @@ from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
 from switchboard.notify.wakes import Wake
 from switchboard.queue import todos
-from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for
+from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -69,6 +70,7 @@ def _prepare(hub: Hub, delivery_id: str) -> _Prepared | None:
     return _Prepared(delivery_id, envelope, screening.screen(body, headers, envelope, adapter, queue))
 
 
+@metrics.timed_processing
 def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     """Process one delivery if it is still ``received``.
 
@@ -87,7 +89,7 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
         the deliveries one at a time, see :class:`~switchboard.queue.dispatcher.InlineDispatcher`).
     """
     prepared = [_prepare(hub, delivery_id) for delivery_id in delivery_ids]
-    wakes: list[Wake] = []
+    wakes: list[tuple[Wake, Any]] = []
     statuses: list[str | None] = []
     with hub.db.write() as session:
         cache = _directory_cache(hub, session)
@@ -95,11 +97,12 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
             if item is None:
                 statuses.append(None)
                 continue
-            status, wake = _apply(hub, session, item, cache)
+            status, wake, received_at = _apply(hub, session, item, cache)
             statuses.append(status)
             if wake is not None:
-                wakes.append(wake)
-    for wake in wakes:
+                wakes.append((wake, received_at))
+    for wake, received_at in wakes:
+        metrics.wake_published(received_at, hub.clock.now())
         hub.broker.publish_wake(wake)
     return statuses
 
@@ -163,14 +166,18 @@ def _directory_cache(hub: Hub, session: Session) -> DirectoryCache:
 
 
 def _apply(hub: Hub, session: Session, item: _Prepared,
-           cache: DirectoryCache) -> tuple[str | None, Wake | None]:
-    """The database half of processing, in the caller's write transaction."""
+           cache: DirectoryCache) -> tuple[str | None, Wake | None, Any]:
+    """The database half of processing, in the caller's write transaction.
+
+    Returns:
+        ``(new status or None, the wake to publish or None, the delivery's received_at)``.
+    """
     query = select(Delivery).where(Delivery.id == item.delivery_id)
     if not hub.db.is_sqlite:
         query = query.with_for_update(skip_locked=True)
     delivery = session.execute(query).scalars().first()
     if delivery is None or delivery.status != "received":
-        return None, None
+        return None, None, None
     source = session.get(Source, delivery.source_id)
     assert source is not None
     project_id = delivery.project_id
@@ -180,12 +187,13 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
         exc = item.parse_error
         delivery.status, delivery.error_code, delivery.error_detail = "failed", exc.code, exc.message
         delivery.raw_body = None  # nothing of an unparseable body is kept or shown
-        return delivery.status, None
+        return delivery.status, None, delivery.received_at
     envelope, screened = item.envelope, item.screened
     assert envelope is not None and screened is not None
     delivery.event = envelope.kind[:100]
     if screened.rejected is not None:
-        return _reject(hub, session, delivery, project_id, envelope.kind, screened.rejected), None
+        metrics.delivery_outcome(source.provider, "rejected")
+        return _reject(hub, session, delivery, project_id, envelope.kind, screened.rejected), None, delivery.received_at
     assert screened.envelope is not None
     envelope = screened.envelope
 
@@ -193,7 +201,7 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
         delivery.status = "processed"
         feed.append(session, hub.clock, project_id, "delivery.received", envelope.summary or "Ping",
                     subject_id=delivery.id, data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
-        return delivery.status, None
+        return delivery.status, None, delivery.received_at
 
     sender = envelope.sender
     if sender is not None and sender.external_id == SOURCE_SENDER:
@@ -204,21 +212,23 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
         who = Attribution(delivery.released_by, None)
     if who.human_id is None:
         delivery.status, delivery.quarantine_reason = "quarantined", who.reason
+        metrics.delivery_outcome(source.provider, "quarantined")
         feed.append(session, hub.clock, project_id, "delivery.quarantined",
                     f"Quarantined {envelope.kind} delivery: {who.reason}", subject_id=delivery.id,
                     data={"reason": who.reason, "kind": envelope.kind},
                     origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}")
-        return delivery.status, None
+        return delivery.status, None, delivery.received_at
     delivery.human_id = who.human_id
     if screened.secrets:
         vault.store(session, vault.load_key_ring(hub.settings), project_id, delivery.id, screened.secrets, now)
 
-    if envelope.title is None:
+    if envelope.title is None or not routing.wants_todo(source.provider, source.todo_events, envelope):
+        # Not work, or not an event kind the source turns into todos: a feed event only.
         delivery.status = "processed"
         feed.append(session, hub.clock, project_id, "delivery.received",
-                    envelope.summary or envelope.kind, subject_id=delivery.id,
+                    envelope.summary or envelope.title or envelope.kind, subject_id=delivery.id,
                     data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
-        return delivery.status, None
+        return delivery.status, None, delivery.received_at
 
     todo, created = todos.create(
         session, hub.clock, project_id=project_id, queue=source.queue, kind=f"{source.provider}.{envelope.kind}",
@@ -227,11 +237,12 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
     )
     delivery.status, delivery.todo_id = "processed", todo.id
     if not created:
-        return "processed", None
+        return "processed", None, delivery.received_at
     # ring(), with the recipients from the cache: a new todo from a delivery is unassigned.
     todo.rung_at, todo.ring_count = hub.clock.now(), todo.ring_count + 1
     name, agents = cache.recipients_of(session, project_id)
-    return "processed", Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents))
+    return ("processed", Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents)),
+            delivery.received_at)
 
 
 def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:

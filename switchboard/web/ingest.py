@@ -261,12 +261,14 @@ def duplicate_of(conn: Any, row: dict[str, Any]) -> str | None:
     """The id of the stored delivery that ``row`` conflicts with, if any.
 
     Called only after ``INSERT ... ON CONFLICT DO NOTHING`` inserted nothing. Each unique
-    constraint of ``deliveries`` that means "already received" gets a lookup here (today:
-    ``(source_id, dedup_key)``).
+    constraint of ``deliveries`` that means "already received" gets a lookup here:
+    ``(source_id, dedup_key)`` and ``(source_id, body_digest)`` (a captured body re-sent with
+    fresh unsigned headers, issue 12 #7).
     """
-    if row.get("dedup_key") is not None:
-        found = conn.execute(sa.select(DELIVERIES.c.id).where(
-            DELIVERIES.c.source_id == row["source_id"], DELIVERIES.c.dedup_key == row["dedup_key"])).scalar()
-        if found is not None:
-            return str(found)
+    for column in ("dedup_key", "body_digest"):
+        if row.get(column) is not None:
+            found = conn.execute(sa.select(DELIVERIES.c.id).where(
+                DELIVERIES.c.source_id == row["source_id"], DELIVERIES.c[column] == row[column])).scalar()
+            if found is not None:
+                return str(found)
     return None

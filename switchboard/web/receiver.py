@@ -1,11 +1,13 @@
 """``POST /hooks/<source_id>``: the webhook receiver (DESIGN.md §6.1), a native async route.
 
 Order: find the source (404), enforce the size limit while reading the raw bytes once (413),
-refuse when the source has no secret (503), verify the signature on those bytes (401, or 400
-for an unparseable signature header), parse (400 ``malformed_payload``, recorded on a stored
-delivery), answer a handshake (200 with the provider's JSON, nothing stored), dedup (200
-``duplicate``), store, commit, then 202 (or 200 with the body a provider needs with its ack,
-e.g. Discord, Teams) and hand off to processing.
+answer a provider's unsigned health check that is exactly that (Slack ``ssl_check``: 200,
+empty, nothing stored), refuse when the source has no secret (503), verify the signature on
+those bytes (401 for every failure, whatever the header's shape), parse (400
+``malformed_payload``, recorded on a stored delivery), answer a handshake (200 with the
+provider's JSON, nothing stored), dedup on the key or the body digest (200 ``duplicate``),
+store, commit, then 202 (or 200 with the body a provider needs with its ack, e.g. Discord,
+Teams) and hand off to processing.
 Nothing acknowledged is lost: the row is committed before the 2xx.
 
 The event loop never touches the database (issue 11): the source and its secrets come from
@@ -24,6 +26,7 @@ import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from switchboard import metrics
 from switchboard.errors import (
     DependencyUnavailable,
     MalformedPayload,
@@ -46,7 +49,9 @@ log = logging.getLogger(__name__)
 _SOURCE_ID = re.compile(r"src_[a-z2-7]{10,60}")
 _REDACT = ("signature", "authorization", "token", "secret", "cookie", "api-key", "apikey")
 # Headers that verification, dedup or routing read: sent twice, two parsers (a proxy and us)
-# could pick different ones, so a repeat is refused (400) rather than guessed.
+# could pick different ones, so a repeat is refused rather than guessed: 401 for a credential
+# (every authentication failure is 401, issue 12 #1), 400 for the others.
+_CREDENTIAL = re.compile(r"signature|token|authorization|timestamp")
 _SINGLE = re.compile(r"signature|token|authorization|timestamp|delivery|hook-id|event|webhook-id|svix-id|"
                      r"idempotency|content-type|content-length")
 
@@ -86,6 +91,7 @@ async def receive(request: Request) -> Response:
 
 def refused(hub: Hub, source_id: str, exc: SwitchboardError) -> Response:
     """A 4xx/503 answer: unknown source, too large, unverified, malformed, database down."""
+    metrics.delivery_refused(hub, source_id, exc.status, exc.code)
     if exc.status == 401:
         log.info("delivery refused for %s: %s", source_id[:40], exc.code)
         hub.counters["deliveries_unverified"] += 1
@@ -100,15 +106,17 @@ def answered_handshake(hub: Hub, envelope: Envelope) -> Response:
     return JSONResponse(envelope.handshake, status_code=200)
 
 
-def duplicate(hub: Hub, first_id: str) -> Response:
-    """A delivery whose dedup key was seen: 200 with the first delivery's id."""
+def duplicate(hub: Hub, source: Any, first_id: str) -> Response:
+    """A delivery whose dedup key or body digest was seen: 200 with the first delivery's id."""
     hub.counters["deliveries_duplicate"] += 1
+    metrics.delivery_accepted(source, duplicate=True)
     return JSONResponse({"delivery_id": first_id, "duplicate": True}, status_code=200)
 
 
-def accepted(hub: Hub, adapter: Any, envelope: Envelope | None, delivery_id: str) -> Response:
+def accepted(hub: Hub, source: Any, adapter: Any, envelope: Envelope | None, delivery_id: str) -> Response:
     """A stored (committed) delivery: 202, or 200 with the body the provider needs."""
     hub.counters["deliveries_received"] += 1
+    metrics.delivery_accepted(source)
     reply = adapter.accept_reply(envelope, delivery_id) if envelope is not None else None
     if reply is not None:
         # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
@@ -135,8 +143,9 @@ def _verify(hub: Hub, adapter: Any, entry: CachedSource, body: bytes, headers: d
             verify_source(entry.source, body, headers, list(entry.secrets), hub.clock)
         else:
             adapter.verify(body, headers, list(entry.secrets), hub.clock)
-    except VerificationFailed:
-        # One generic answer for every verification failure: no oracle for attackers.
+    except (VerificationFailed, MalformedRequest):
+        # One generic 401 for every verification failure, whatever the header's shape: no oracle
+        # for attackers, and Discord's endpoint checker requires 401 (issue 12 #1).
         raise VerificationFailed("the delivery could not be verified") from None
 
 
@@ -148,13 +157,18 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     if declared is not None and not declared.strip().isdigit():
         return problem(400, "malformed_request", "Content-Length is not a number")
     body = await _read_body(request, hub.settings.max_body_bytes)
+    adapter = adapter_for(entry.source.provider)
+    if adapter.health_check(body, {k.lower(): v for k, v in request.headers.items()}):
+        hub.counters["health_checks"] += 1
+        return Response(status_code=200)
     headers: dict[str, str] = {}
     for raw_name, value in request.headers.items():
         name = raw_name.lower()
         if name in headers and _SINGLE.search(name):
+            if _CREDENTIAL.search(name):
+                raise VerificationFailed("the delivery could not be verified")
             raise MalformedRequest(f"header {name} is sent more than once")
         headers[name] = value
-    adapter = adapter_for(entry.source.provider)
     try:
         _verify(hub, adapter, entry, body, headers)
     except (VerificationFailed, SourceUnconfigured):
@@ -164,6 +178,7 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
         _verify(hub, adapter, entry, body, headers)
 
     dedup_key = adapter.dedup_key(headers, body)
+    body_digest = adapter.body_digest(headers, body)
     parse_error: MalformedPayload | None = None
     envelope: Envelope | None = None
     try:
@@ -178,7 +193,7 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
 
     row = {
         "id": new_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
-        "dedup_key": dedup_key, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
+        "dedup_key": dedup_key, "body_digest": body_digest, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
         "content_type": headers.get("content-type", "")[:200] or None, "headers": redacted_headers(headers),
         "raw_body": body, "body_bytes": len(body), "human_id": None, "quarantine_reason": None,
         "error_code": None, "error_detail": None, "todo_id": None, "process_failures": 0,
@@ -199,10 +214,11 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
         raise DependencyUnavailable("the source keeps changing; retry the delivery")
     assert delivery_id is not None
     if outcome == "duplicate":
-        return duplicate(hub, delivery_id)
+        return duplicate(hub, entry.source, delivery_id)
     if parse_error is not None:
+        metrics.delivery_outcome(entry.source.provider, "malformed")
         return from_error(parse_error)
-    return accepted(hub, adapter, envelope, delivery_id)
+    return accepted(hub, entry.source, adapter, envelope, delivery_id)
 
 
 def _still_current(hub: Hub, entry: CachedSource) -> bool:
