@@ -20,7 +20,7 @@ with ``next_retry_at`` null) once ``failure_count`` reaches ``max_attempts``.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -65,7 +65,7 @@ def lease_now(session: Session, clock: Clock) -> datetime:
     """
     if isinstance(clock, SystemClock) and session.get_bind().dialect.name == "postgresql":
         value = session.execute(_DB_NOW).scalar_one()
-        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return clock.now()
 
 
