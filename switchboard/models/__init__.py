@@ -15,6 +15,7 @@ from switchboard.models.principals import (
     ProjectOwner,
     Token,
 )
+from switchboard.models.relay import FriendRequest, Friendship, NotifyTarget
 from switchboard.models.secrets import SecretRef
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
@@ -27,11 +28,14 @@ __all__ = [
     "Attempt",
     "Delivery",
     "FeedEvent",
+    "FriendRequest",
+    "Friendship",
     "Grant",
     "Human",
     "HumanToken",
     "Identity",
     "InboxItem",
+    "NotifyTarget",
     "Project",
     "ProjectOwner",
     "SecretRef",
