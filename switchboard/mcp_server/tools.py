@@ -50,6 +50,7 @@ class Caller:
     agent_id: str
     agent_name: str
     human_id: str
+    session_id: str | None = None  # the channel adapter's session (X-Switchboard-Session), if any
 
 
 @dataclass(frozen=True)
@@ -361,6 +362,9 @@ TOOLS: list[ToolSpec] = [
         _schema({"subscription_id": _ID}, ["subscription_id"]),
         _unsubscribe, lambda r: f"removed {r['subscription_id']}"),
 ]
+from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # noqa: E402 - specs built on ToolSpec above
+
+TOOLS.extend(RELAY_TOOLS)
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
