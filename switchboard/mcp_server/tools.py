@@ -362,7 +362,7 @@ TOOLS: list[ToolSpec] = [
         _schema({"subscription_id": _ID}, ["subscription_id"]),
         _unsubscribe, lambda r: f"removed {r['subscription_id']}"),
 ]
-from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # noqa: E402 - specs built on ToolSpec above
+from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # specs built on ToolSpec above
 
 TOOLS.extend(RELAY_TOOLS)
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
