@@ -38,7 +38,6 @@ class Subscriber:
     agent_id: str
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue[dict[str, Any]] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
-    session_id: str | None = None  # the adapter's session (X-Switchboard-Session): verdicts go to it only
 
     def offer(self, message: dict[str, Any]) -> None:
         """Put ``message`` on the session's queue from any thread; drop it when full."""
@@ -80,21 +79,6 @@ class AgentStreams:
             if agent_id is not None:
                 return len(self._by_agent.get(agent_id, []))
             return sum(len(v) for v in self._by_agent.values())
-
-    def sessions(self) -> list[tuple[str, str]]:
-        """``(agent_id, session_id)`` of the attached sessions that named themselves."""
-        with self._lock:
-            return sorted({(s.agent_id, s.session_id) for subs in self._by_agent.values() for s in subs
-                           if s.session_id})
-
-    def offer_to_session(self, agent_id: str, session_id: str, message: dict[str, Any]) -> bool:
-        """Offer ``message`` to one attached stream of that exact session (the newest), if any."""
-        with self._lock:
-            subs = [s for s in self._by_agent.get(agent_id, []) if s.session_id == session_id]
-        if not subs:
-            return False
-        subs[-1].offer(message)
-        return True
 
     def deliver(self, wake: Wake) -> bool:
         """Unicast ``wake`` to one session of the first eligible agent attached here.

@@ -15,7 +15,6 @@ Every route needs ``Authorization: Bearer <agent token>`` (401 problem details o
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -69,9 +68,6 @@ async def invoke_tool(request: Request) -> Response:
             raise InvalidArgument("the body must be a JSON object of tool arguments") from None
     except SwitchboardError as exc:
         return from_error(exc)
-    session_id = request.headers.get("x-switchboard-session")
-    if session_id:  # binds relayed permission prompts to this call (DESIGN.md §6.6)
-        caller = dataclasses.replace(caller, session_id=session_id[:64])
     result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
     return JSONResponse(result)
 
@@ -116,12 +112,9 @@ async def stream(request: Request) -> Response:
     except SwitchboardError as exc:
         return from_error(exc)
 
-    session_id = request.headers.get("x-switchboard-session") or None
-    sub = Subscriber(caller.agent_id, asyncio.get_running_loop(), session_id=session_id[:64] if session_id else None)
+    sub = Subscriber(caller.agent_id, asyncio.get_running_loop())
     hub.streams.attach(sub)
     log.info("agent stream attached agent=%s", caller.agent_id)
-    if sub.session_id:  # verdicts decided while it was away (or before a hub restart)
-        await anyio.to_thread.run_sync(hub.deliver_verdicts)
 
     async def events() -> Any:
         try:
