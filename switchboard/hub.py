@@ -101,6 +101,7 @@ class Hub:
         ``inbox_wait`` rung for resolutions made in another process without Redis (the CLI)."""
         from switchboard.inbox.items import expire_due
         from switchboard.models import Todo
+        from switchboard.notify import sessions
         from switchboard.notify.wakes import due_rings
         from switchboard.queue.leases import reap
 
@@ -112,6 +113,7 @@ class Hub:
                     todo.rung_at, todo.ring_count = None, 0
             wakes = due_rings(s, self.clock)
             expired_for = expire_due(s, self.clock)
+            sessions.prune(s, self.clock)
         for wake in wakes:
             self.broker.publish_wake(wake)
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):

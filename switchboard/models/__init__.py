@@ -17,6 +17,7 @@ from switchboard.models.principals import (
 )
 from switchboard.models.relay import FriendRequest, Friendship, NotifyTarget
 from switchboard.models.secrets import SecretRef
+from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -25,6 +26,8 @@ metadata = SQLModel.metadata
 __all__ = [
     "Agent",
     "AgentCursor",
+    "AgentEvent",
+    "AgentSession",
     "Attempt",
     "Delivery",
     "FeedEvent",
