@@ -118,51 +118,20 @@ class Hub:
             self.broker.publish_wake(wake)
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
+            self.broker.publish_event(agent_id, None)  # a verdict decided by the CLI, for example
         counts["rung"] = len(wakes)
         counts["expired"] = len(expired_for)
-        counts["verdicts"] = self.deliver_verdicts()
         from switchboard.inbox import alerts
 
         alerts.send_due(self)
         return counts
 
-    def deliver_verdicts(self) -> int:
-        """Send the waiting permission verdicts of the sessions attached to this process, each
-        once, to its own session only (DESIGN.md §6.5a). Called after a decision made here, when
-        a session attaches, and on every maintenance pass (decisions made by the CLI or another
-        process, and sessions that re-attached after a restart).
-
-        Returns:
-            How many verdicts were handed to streams.
-        """
-        from switchboard.inbox.permissions import claim_verdicts, unsend, waiting_for
-
-        attached = self.streams.sessions()
-        if not attached:
-            return 0
-        with self.db.read() as s:  # the common case (nothing waiting) takes no write lock
-            if not waiting_for(s, attached):
-                return 0
-        with self.db.write() as s:
-            verdicts = claim_verdicts(s, self.clock, attached)
-        missed = []
-        for v in verdicts:
-            message = {"event": "verdict", "request_id": v["request_id"], "behavior": v["behavior"]}
-            if not self.streams.offer_to_session(v["agent_id"], v["session_id"], message):
-                missed.append(v["item_id"])  # detached meanwhile: it waits for the re-attach
-        if missed:
-            with self.db.write() as s:
-                unsend(s, missed)
-        return len(verdicts) - len(missed)
-
     def after_decision(self, agent_id: str) -> None:
-        """After a human resolved an item of ``agent_id`` here: ring its ``inbox_wait`` and send
-        any verdict to an attached session (best effort; the ledger keeps both)."""
+        """After a human resolved an item of ``agent_id``: ring its ``inbox_wait`` and tell its
+        streams to look (a permission verdict is an event for the relaying session only, written
+        with the decision; DESIGN.md §6.5a). Best effort: the ledger keeps both."""
         self.broker.publish_inbox(agent_id)
-        try:
-            self.deliver_verdicts()
-        except Exception:  # noqa: BLE001 - the maintenance pass sends it again
-            log.exception("verdict delivery deferred to the maintenance pass")
+        self.broker.publish_event(agent_id, None)
 
     def _resolved_elsewhere(self) -> list[str]:
         """Agents with items resolved since the last pass (one indexed read on

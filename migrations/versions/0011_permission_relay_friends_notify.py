@@ -5,7 +5,7 @@ Inbox items gain the permission-prompt fields (bound session, request id, verdic
 so ``inbox_items.project_id`` and ``feed_events.project_id`` become nullable.
 
 Revision ID: 0011
-Revises: 0006
+Revises: 0010
 Create Date: 2026-12-01 01:26:18.680284
 """
 
@@ -18,7 +18,7 @@ import sqlmodel
 import switchboard.models.base
 
 revision = '0011'
-down_revision = '0006'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 
@@ -89,7 +89,7 @@ def upgrade() -> None:
                nullable=True)
 
     with op.batch_alter_table('inbox_items', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('session_id', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True))
+        batch_op.add_column(sa.Column('session_id', sqlmodel.sql.sqltypes.AutoString(length=80), nullable=True))
         batch_op.add_column(sa.Column('request_id', sqlmodel.sql.sqltypes.AutoString(length=10), nullable=True))
         batch_op.add_column(sa.Column('tool_name', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=True))
         batch_op.add_column(sa.Column('input_preview', sa.Text(), nullable=True))

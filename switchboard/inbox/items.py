@@ -157,8 +157,10 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
                                   "is decided: decision approve or deny")
         item.status, item.decision = "decided", decision
         if item.kind == "permission":
-            # The verdict waits for the relaying session (DESIGN.md §6.5a): sent once, to it only.
-            item.verdict_state = "waiting"
+            # One durable event for the relaying session only (DESIGN.md §6.5a).
+            from switchboard.inbox.permissions import verdict_event
+
+            verdict_event(session, clock, item)
     if note is not None:
         if len(note) > MAX_ANSWER_CHARS:
             raise InvalidArgument(f"note must be at most {MAX_ANSWER_CHARS} characters")
@@ -289,6 +291,6 @@ def view(item: InboxItem, project_name: str | None = None) -> dict[str, Any]:
 def _verdict_text(item: InboxItem) -> str | None:
     """Where a permission item's verdict stands (DESIGN.md §6.5a): the item says when its
     session is gone, and nothing is sent anywhere else."""
-    return {None: None, "waiting": "waiting for the relaying session to attach",
-            "sent": "sent to the relaying session", "session_gone": "not sent: the relaying session ended"
-            }.get(item.verdict_state, item.verdict_state)
+    return {None: None, "sent": "sent to the relaying session",
+            "queued": "queued for the relaying session, which was not attached: it gets it if it re-attaches",
+            "session_gone": "not sent: the relaying session ended"}.get(item.verdict_state, item.verdict_state)

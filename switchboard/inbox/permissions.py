@@ -9,12 +9,14 @@ values become refs) before they are stored or shown. A prompt has no project, so
 behind its refs are dropped rather than vaulted: the agent that relayed it holds them already.
 
 A human decides it like any item (:func:`switchboard.inbox.items.resolve`: CLI, REST, web, or a
-chat verdict); the first decision wins. The decision leaves ``verdict_state = "waiting"``;
-:func:`claim_verdicts` hands it, once (a conditional update), to the stream of the relaying
-session when that session is attached in this process: right after the decision, when the
-session (re-)attaches, and on every maintenance pass. So a verdict survives a hub restart, and
-goes nowhere else: when the adapter reports its session closed (:func:`close_session`), open
-prompts of that session expire and waiting verdicts become ``session_gone``.
+chat verdict); the first decision wins (a second is a ``conflict``). In the same transaction
+:func:`verdict_event` writes ONE durable agent-stream event ``verdict`` ``{request_id,
+behavior}`` targeted at the relaying session (:mod:`switchboard.notify.sessions`): only that
+session's stream reads it, once, and a stream resumed with ``Last-Event-ID`` after a hub
+restart gets it then. ``verdict_state`` says where it stands: ``sent`` (the session was
+attached), ``queued`` (it was not: it gets the verdict if it re-attaches) or ``session_gone``
+(the adapter reported its session closed: :func:`close_session` expires its open prompts, and
+nothing is sent anywhere else).
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ from switchboard.errors import InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.inbox.items import view
 from switchboard.intake.untrusted import screen_texts
-from switchboard.models import Agent, InboxItem
+from switchboard.models import Agent, AgentSession, InboxItem
+from switchboard.notify import sessions
 
 REQUEST_ID = re.compile(r"[a-km-z]{5}")
 """Claude Code's request ids: five letters a-z without ``l`` (``notes/mcp-and-channels.md``)."""
-SESSION_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
 MAX_TOOL_NAME_CHARS = 200
 MAX_DESCRIPTION_CHARS = 2_000
 MAX_PREVIEW_CHARS = 4_000
@@ -45,14 +47,25 @@ BEHAVIORS = {"approve": "allow", "deny": "deny"}
 
 
 def check_session_id(session_id: str | None) -> str:
-    """The adapter's session id, validated.
+    """The adapter's session id (``X-Switchboard-Session``), validated like the stream's.
 
     Raises:
-        InvalidArgument: missing, or not 8-64 characters of ``[A-Za-z0-9_-]``.
+        InvalidArgument: missing, or not 1-80 characters of ``[A-Za-z0-9_.:-]``.
     """
-    if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
-        raise InvalidArgument("X-Switchboard-Session must be 8-64 characters of A-Z a-z 0-9 _ -")
-    return session_id
+    if not isinstance(session_id, str):
+        raise InvalidArgument("the X-Switchboard-Session header (the adapter's session id) is required")
+    return sessions.check_session_id(session_id)
+
+
+def verdict_event(session: Session, clock: Clock, item: InboxItem) -> None:
+    """Write the verdict of a just-decided prompt to its session's stream (once, with the decision)."""
+    assert item.session_id is not None and item.decision in BEHAVIORS
+    sessions.emit(session, clock, item.agent_id, item.session_id, "verdict",
+                  {"request_id": item.request_id, "behavior": BEHAVIORS[item.decision]})
+    cutoff = clock.now() - timedelta(seconds=sessions.LIVE_SECONDS)
+    row = session.get(AgentSession, item.session_id)
+    live = row is not None and row.agent_id == item.agent_id and row.seen_at > cutoff
+    item.verdict_state = "sent" if live else "queued"
 
 
 def _clip(value: Any, limit: int, name: str, *, required: bool = False) -> str | None:
@@ -95,6 +108,9 @@ def relay(session: Session, clock: Clock, *, agent_id: str, session_id: str, req
     agent = session.get(Agent, agent_id)
     if agent is None:
         raise NotFound("no such agent")
+    bound = session.get(AgentSession, session_id)
+    if bound is not None and bound.agent_id != agent_id:  # another agent's session: the same answer as a bad id
+        sessions.check_session_id("")
     existing = session.execute(select(InboxItem).where(
         InboxItem.agent_id == agent_id, InboxItem.session_id == session_id, InboxItem.request_id == request_id,
         InboxItem.kind == "permission", InboxItem.status == "open")).scalars().first()
@@ -121,58 +137,8 @@ def relay(session: Session, clock: Clock, *, agent_id: str, session_id: str, req
     return view(item), True
 
 
-def claim_verdicts(session: Session, clock: Clock, sessions: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
-    """Take the waiting verdicts of the given attached sessions, each exactly once.
-
-    Args:
-        sessions: ``(agent_id, session_id)`` pairs attached in this process; a verdict is bound
-            to both, so another agent presenting the same session id gets nothing.
-
-    Returns:
-        ``[{agent_id, session_id, request_id, behavior, item_id}]`` now marked ``sent``; a
-        concurrent claimer (another process) that won the conditional update gets it instead.
-    """
-    pairs = set(sessions)
-    if not pairs:
-        return []
-    rows = session.execute(select(InboxItem).where(
-        InboxItem.verdict_state == "waiting",
-        InboxItem.session_id.in_({sid for _, sid in pairs}))).scalars().all()  # type: ignore[union-attr]
-    out = []
-    now = clock.now()
-    for item in rows:
-        if (item.agent_id, item.session_id) not in pairs:
-            continue
-        moved = session.execute(
-            update(InboxItem).where(InboxItem.id == item.id, InboxItem.verdict_state == "waiting")
-            .values(verdict_state="sent", verdict_sent_at=now).execution_options(synchronize_session=False))
-        if moved.rowcount == 1:  # type: ignore[attr-defined]
-            out.append({"agent_id": item.agent_id, "session_id": str(item.session_id),
-                        "request_id": str(item.request_id), "behavior": BEHAVIORS[str(item.decision)],
-                        "item_id": item.id})
-    return out
-
-
-def waiting_for(session: Session, sessions: Iterable[tuple[str, str]]) -> bool:
-    """True when a verdict waits for one of these ``(agent_id, session_id)`` sessions (one indexed read)."""
-    pairs = set(sessions)
-    rows = session.execute(select(InboxItem.agent_id, InboxItem.session_id).where(
-        InboxItem.verdict_state == "waiting",
-        InboxItem.session_id.in_({sid for _, sid in pairs}))).all()  # type: ignore[union-attr]
-    return any((a, sid) in pairs for a, sid in rows)
-
-
-def unsend(session: Session, item_ids: Iterable[str]) -> None:
-    """Put verdicts back to ``waiting`` (the session detached before it could be offered them)."""
-    ids = list(item_ids)
-    if ids:
-        session.execute(update(InboxItem).where(InboxItem.id.in_(ids), InboxItem.verdict_state == "sent")  # type: ignore[attr-defined]
-                        .values(verdict_state="waiting", verdict_sent_at=None)
-                        .execution_options(synchronize_session=False))
-
-
 def close_session(session: Session, clock: Clock, agent_id: str, session_id: str) -> dict[str, int]:
-    """The adapter's session ended: its open prompts expire and its waiting verdicts are
+    """The adapter's session ended: its open prompts expire and its queued verdicts are
     marked ``session_gone`` (nothing is sent to any other session, DESIGN.md §6.5a).
 
     Returns:
@@ -188,7 +154,7 @@ def close_session(session: Session, clock: Clock, agent_id: str, session_id: str
         resolve(session, clock, item_id, via="expiry", expired=True, note="the relaying session ended")
     gone = session.execute(
         update(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.session_id == session_id,
-                                InboxItem.verdict_state == "waiting")
+                                InboxItem.verdict_state == "queued")
         .values(verdict_state="session_gone").execution_options(synchronize_session=False))
     return {"expired": len(open_items), "session_gone": int(gone.rowcount or 0)}  # type: ignore[attr-defined]
 

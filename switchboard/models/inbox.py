@@ -65,7 +65,7 @@ class InboxItem(SQLModel, table=True):
     seq: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0"))
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
     # Permission prompts (DESIGN.md §6.5, §6.5a): bound to the adapter session that relayed them.
-    session_id: str | None = Field(default=None, max_length=64)
+    session_id: str | None = Field(default=None, max_length=80)
     request_id: str | None = Field(default=None, max_length=10)
     tool_name: str | None = Field(default=None, max_length=200)
     input_preview: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))

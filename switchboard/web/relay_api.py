@@ -1,14 +1,14 @@
 """Agent-facing async routes of the permission relay (DESIGN.md §6.5, §6.5a).
 
-The channel adapter names its session in ``X-Switchboard-Session`` (8-64 characters of
-``[A-Za-z0-9_-]``, random per adapter process) on its stream, its tool calls and these routes:
+The channel adapter names its session in ``X-Switchboard-Session`` (1-80 characters of
+``[A-Za-z0-9_.:-]``, random per adapter process) on its stream, its tool calls and these routes:
 
 - ``POST /api/v1/agent/permission``: a ``permission_request`` Claude Code sent the adapter,
   body ``{request_id, tool_name, description, input_preview}``. 201 with the inbox item (200
   when the same session relayed the same open prompt before); 400 ``invalid_argument`` for a
   malformed field or a ``<channel>`` break (the prompt is then answered in the terminal only).
 - ``POST /api/v1/agent/session/close``: the adapter's session ended (stdin closed): its open
-  prompts expire and undelivered verdicts are marked ``session_gone``; 200 with the counts.
+  prompts expire and queued verdicts are marked ``session_gone``; 200 with the counts.
 
 ``Authorization: Bearer <agent token>`` on both (401 problem details otherwise).
 """

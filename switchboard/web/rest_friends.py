@@ -55,7 +55,7 @@ def _run(tool: str, args: dict[str, Any], status: int = 200) -> Any:
     caller = resolve_caller(hub, bearer(request.headers.get("Authorization")))
     session_id = request.headers.get("X-Switchboard-Session")
     if session_id:
-        caller = dataclasses.replace(caller, session_id=session_id[:64])
+        caller = dataclasses.replace(caller, session_id=session_id[:80])
     resp = jsonify(invoke(hub, caller, tool, args))
     resp.status_code = status
     return resp
