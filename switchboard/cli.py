@@ -630,7 +630,7 @@ def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[st
         if r["kind"] == "permission":
             extra = f" (reply `yes {r['request_id']}` or `no {r['request_id']}`): {r['body'] or ''}"
         result = f" -> {r['answer'] or r['decision']}" if r["status"] != "open" and (r["answer"] or r["decision"]) else ""
-        lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project']} from {r['agent']} to {r['human']}: "
+        lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project'] or '-'} from {r['agent']} to {r['human']}: "
                      f"{r['title']}{extra}{result}")
     return {"items": rows}, "\n".join(lines) or "no inbox items"
 

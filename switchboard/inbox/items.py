@@ -258,6 +258,7 @@ def list_for_human(session: Session, *, human_id: str | None = None, status: str
     out = []
     for item in rows:
         v = view(item, projects.get(item.project_id))
+        v.setdefault("project", None)  # permission prompts and friend requests have none
         v["agent"] = agents.get(item.agent_id)
         v["human"] = humans.get(item.human_id)
         out.append(v)

@@ -137,6 +137,21 @@ def relay(session: Session, clock: Clock, *, agent_id: str, session_id: str, req
     return view(item), True
 
 
+def start_position(session: Session, agent_id: str, session_id: str) -> int:
+    """Where a stream attached without ``Last-Event-ID`` starts: after the agent's newest event,
+    except that events targeted at this very session (verdicts decided while it was away, or
+    before a hub restart, when it had received nothing yet) are still ahead of it.
+    """
+    from sqlalchemy import func
+
+    from switchboard.models import AgentEvent
+
+    newest = sessions.newest_id(session, agent_id)
+    first_targeted = session.execute(select(func.min(AgentEvent.id)).where(
+        AgentEvent.agent_id == agent_id, AgentEvent.session_id == session_id)).scalar()
+    return newest if first_targeted is None else min(newest, int(first_targeted) - 1)
+
+
 def close_session(session: Session, clock: Clock, agent_id: str, session_id: str) -> dict[str, int]:
     """The adapter's session ended: its open prompts expire and its queued verdicts are
     marked ``session_gone`` (nothing is sent to any other session, DESIGN.md §6.5a).

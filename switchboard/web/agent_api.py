@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
 from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool_async, resolve_caller
 from switchboard.models.base import new_id
+from switchboard.inbox.permissions import start_position
 from switchboard.notify import sessions
 from switchboard.notify.broker import Subscriber
 from switchboard.notify.wakes import attach_ring
@@ -126,7 +127,8 @@ def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str, last
     """Record the session, pick the stream's start position, and ring what already waits."""
     with hub.db.write() as s:
         sessions.attach(s, hub.clock, agent_id, session_id, stream_id)
-        position = last if last is not None else sessions.newest_id(s, agent_id)
+        # Without Last-Event-ID: after the newest event, but not past verdicts for this session.
+        position = last if last is not None else start_position(s, agent_id, session_id)
         wake = attach_ring(s, hub.clock, agent_id, session_id)
     return position, wake
 
