@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from switchboard.config import Settings
-from tests.conftest import LiveApp, cli_env, serve_in_thread, switchboard_exe, configure
+from tests.conftest import LiveApp, cli_env, configure, serve_in_thread, switchboard_exe
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def endpoint() -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
     received: queue.Queue[dict[str, Any]] = queue.Queue()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             received.put(json.loads(self.rfile.read(length)))
             self.send_response(200)
@@ -50,7 +50,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([switchboard_exe(), *args, "--json"], env=cli_env(settings.home), capture_output=True,
+    return subprocess.run(check=False, args=[switchboard_exe(), *args, "--json"], env=cli_env(settings.home), capture_output=True,
                           text=True, timeout=60)
 
 

@@ -107,7 +107,7 @@ def test_friend_work_flows_only_after_the_target_human_allows_the_relayed_prompt
         assert other["isError"] and other["structuredContent"]["code"] == "forbidden"
 
         # Bob revokes from the CLI: new todos stop at once.
-        revoked = subprocess.run([switchboard_exe(), "friend", "revoke", friendship["friendship_id"], "--as", "bob",
+        revoked = subprocess.run(check=False, args=[switchboard_exe(), "friend", "revoke", friendship["friendship_id"], "--as", "bob",
                                   "--json"], env=cli_env(settings.home), capture_output=True, text=True, timeout=60)
         assert revoked.returncode == 0, revoked.stderr
         after = _tool(multi, alice_agent, "todo_create", {"project": "beta", "queue": "inbox", "title": "after"})
