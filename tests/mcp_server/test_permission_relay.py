@@ -269,3 +269,25 @@ def test_a_verdict_decided_while_the_hub_is_down_reaches_the_session_after_resta
         claude.close()
         stop(server.proc)
     assert claude.received(PERMISSION) == [{"request_id": "rstuv", "behavior": "allow"}]
+
+
+def test_when_the_relaying_session_ends_the_item_says_so_and_nothing_is_sent_elsewhere(
+        multi: MultiApp, adapters: Any) -> None:
+    gone, other = adapters(), adapters()
+    gone.prompt("defgh", "Bash", "about to exit", "{}")
+    item = _item(multi, "defgh")
+    assert gone.close() == 0  # Claude Code exits: stdin closes
+
+    def closed() -> Any:
+        with multi.hub.db.read() as s:
+            row = s.get(InboxItem, item["id"])
+            return row is not None and row.status == "expired" and row.note == "the relaying session ended"
+
+    wait_for(closed)
+    late = _decide(multi, _human_token(multi), item["id"], "approve")
+    assert late.status_code == 409 and late.json()["code"] == "conflict"
+    other.prompt("efghi", "Bash", "barrier", "{}")
+    assert _decide(multi, _human_token(multi), _item(multi, "efghi")["id"], "approve").status_code == 200
+    other.wait_for(PERMISSION, request_id="efghi")
+    assert [p["request_id"] for p in other.received(PERMISSION)] == ["efghi"]
+    assert gone.received(PERMISSION) == []
