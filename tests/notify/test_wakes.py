@@ -4,7 +4,7 @@ issue 18 items 1 and 3), with an injected clock."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
@@ -18,7 +18,7 @@ from switchboard.notify.wakes import attach_ring, due_rings, ring, visible_text
 from switchboard.queue import todos
 from tests.conftest import World
 
-T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
