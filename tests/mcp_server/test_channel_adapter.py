@@ -2,10 +2,15 @@
 stdio, raw JSON-RPC results): DESIGN.md §6.4, §6.5, §6.5a; issue 10 items 2, 3 and 6, issue 18
 items 3, 7 and 9.
 
-Claude Code facts these tests stand on (anthropics/claude-code issue tracker): a result with
-``structuredContent`` reaches the model as ``JSON.stringify(structuredContent)`` only (79944,
-55677, 54450); an error result reaches it as its text only (86032); the ``<channel>`` tag's
-``source`` attribute is the ``.mcp.json`` server name, so a meta key ``source`` collides.
+Claude Code facts these tests stand on (anthropics/claude-code issue tracker, checked with the
+``search`` tool on 2026-12-01): a result with ``structuredContent`` reaches the model as
+``JSON.stringify(structuredContent)`` only, with or without ``outputSchema`` (79944, measured on
+2.1.280; also 55677, 54450); an error result reaches it as ``content[0].text`` only, never its
+``structuredContent`` (86032; 1804 for the first block only); the ``<channel>`` tag carries
+``source="<server name>"`` (46670 shows ``<channel source="discord" ...>``), so a meta key
+``source`` collides; channel notifications are dropped without any error when the session was not
+started with ``--channels``/``--dangerously-load-development-channels`` (37328, 81031), which is
+what the doorbell's ``unheard`` verdict detects.
 """
 
 from __future__ import annotations
