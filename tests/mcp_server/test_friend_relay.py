@@ -99,7 +99,7 @@ def test_friend_work_flows_only_after_the_target_human_allows_the_relayed_prompt
         assert todo["requested_by"]["agent"] == "claude1" and todo["payload"]["body"] == "See the diff"
         wake = claude.wait_for(CHANNEL, timeout=20)
         assert wake["meta"]["todo_id"] == todo["id"] and "claude1 (alice) asks" in wake["content"]
-        claimed = claude.call("todo_claim", {"id": todo["id"]})
+        claimed = claude.call("todo_claim", {"todo_id": todo["id"]})
         assert not claimed.get("isError"), claimed
 
         # Other queues of the same project are refused.
