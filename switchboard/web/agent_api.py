@@ -177,14 +177,18 @@ async def stream(request: Request) -> Response:
         try:
             # The first byte at once: the client knows it is attached, and to which session.
             yield ServerSentEvent(comment=f"attached session={session_id}")
+            beat_at = anyio.current_time() + HEARTBEAT_SECONDS
             while not sub.closed:
-                try:
-                    with anyio.fail_after(HEARTBEAT_SECONDS):
-                        await sub.ready.wait()
-                except TimeoutError:
+                # The heartbeat is due every HEARTBEAT_SECONDS however busy the stream is: it keeps
+                # the session live for routing (sessions.LIVE_SECONDS) and proves the connection.
+                with anyio.move_on_after(max(beat_at - anyio.current_time(), 0)):
+                    await sub.ready.wait()
+                if anyio.current_time() >= beat_at:
+                    beat_at = anyio.current_time() + HEARTBEAT_SECONDS
                     yield ServerSentEvent(comment="heartbeat")
                     if not await anyio.to_thread.run_sync(_touch, hub, session_id, stream_id):
                         return  # another stream (maybe in another process) holds the session now
+                if not sub.ready.is_set():
                     continue
                 sub.ready.clear()
                 if sub.closed:
