@@ -122,7 +122,8 @@ class Hub:
         if self.role == "serve":
             for agent_id, session_id in self._events_elsewhere():
                 self.streams.nudge(agent_id, session_id)
-        counts["rung"] = len(wakes)
+        counts["rung"] = wakes.todos  # todos rung (coalesced into len(wakes) wakes)
+        counts["wakes"] = len(wakes)
         counts["expired"] = len(expired_for)
         from switchboard.inbox import alerts
 
