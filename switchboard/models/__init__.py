@@ -16,7 +16,9 @@ from switchboard.models.principals import (
     ProjectOwner,
     Token,
 )
+from switchboard.models.relay import FriendRequest, Friendship, NotifyTarget
 from switchboard.models.secrets import SecretRef
+from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.stamps import ChangeStamp
 from switchboard.models.work import Attempt, FeedEvent, Todo
@@ -26,15 +28,20 @@ metadata = SQLModel.metadata
 __all__ = [
     "Agent",
     "AgentCursor",
+    "AgentEvent",
+    "AgentSession",
     "Attempt",
     "ChangeStamp",
     "Delivery",
     "FeedEvent",
+    "FriendRequest",
+    "Friendship",
     "Grant",
     "Human",
     "HumanToken",
     "Identity",
     "InboxItem",
+    "NotifyTarget",
     "Project",
     "ProjectOwner",
     "SecretRef",
