@@ -31,8 +31,8 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from contextlib import ExitStack, contextmanager
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,7 +165,7 @@ def run(name: str, group: Group, env: dict[str, str], children: int) -> dict[str
     started = time.monotonic()
     log = work / "mutmut.log"
     with log.open("w") as fh:
-        proc = subprocess.run(cmd, cwd=work, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, check=False, cwd=work, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT)
     seconds = round(time.monotonic() - started, 1)
     if proc.returncode != 0:
         print(f"[{name}] mutmut exited {proc.returncode}; see {log}", file=sys.stderr)

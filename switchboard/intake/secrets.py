@@ -167,15 +167,25 @@ def warm_up() -> None:
 
 
 def _leaves(value: Any, path: tuple[Any, ...] = (), key: str = "") -> Iterator[tuple[tuple[Any, ...], str, str]]:
-    """Yield ``(path, nearest key, text)`` for every string leaf."""
+    """Yield ``(path, nearest key, text)`` for every string leaf, dict keys included.
+
+    A key is scanned as text (nearest key ``""``, so no key-name rule applies to it): a token
+    pasted as a map key is found like one in a value. Its path ends in :data:`_KEY_MARK`, which
+    no value path has, so a field-scoped finding never lands on it.
+    """
     if isinstance(value, str):
         yield path, key, value
     elif isinstance(value, dict):
         for k, item in value.items():
+            if isinstance(k, str):
+                yield (*path, k, _KEY_MARK), "", k
             yield from _leaves(item, (*path, k), str(k))
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _leaves(item, (*path, i), key)
+
+
+_KEY_MARK = object()  # ends the path of a dict key's own leaf
 
 
 @lru_cache(maxsize=4096)
