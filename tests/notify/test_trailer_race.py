@@ -53,13 +53,13 @@ def _blocked_on_a_lock(hub: Hub) -> bool:
 def _race(hub: Hub, agent_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Drain A holds its transaction open while drain B runs into A's cursor rows; then A commits."""
     result_b: list[list[dict[str, Any]]] = []
-    errors: list[BaseException] = []
+    errors: list[Exception] = []
 
     def drain_b() -> None:
         try:
             with Session(hub.db.engine) as s, s.begin():
                 result_b.append(trailer.drain(s, agent_id)[0])
-        except BaseException as exc:  # reported by the main thread
+        except Exception as exc:  # noqa: BLE001 (reported by the main thread)
             errors.append(exc)
 
     with Session(hub.db.engine) as a, a.begin():
