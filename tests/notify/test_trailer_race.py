@@ -74,7 +74,7 @@ def _race(hub: Hub, agent_id: str) -> tuple[list[dict[str, Any]], list[dict[str,
     return items_a, result_b[0]
 
 
-def test_the_loser_of_a_drain_race_delivers_nothing_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+def test_the_loser_of_a_drain_race_delivers_nothing(postgres_url: str, tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
     upgrade(settings)
     hub = Hub(settings, role="cli")
