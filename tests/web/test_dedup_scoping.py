@@ -10,14 +10,25 @@ GitHub's key also carries the hook id, because a delivery GUID may repeat across
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 
 from switchboard import directory
+from switchboard.config import Settings
 from switchboard.sources import PROVIDERS
 from tests.conftest import github_headers
 from tests.signers import SECRETS, request
-from tests.web.multi import MultiApp
+from tests.web.multi import MultiApp, serve_all
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiApp]:
+    """One live app for the whole module (each test uses its own sources): a server per test
+    would cost ~3 s each for nothing this module checks."""
+    settings = Settings(home=tmp_path_factory.mktemp("multi") / "instance", sweep_interval_seconds=0.5,
+                        sweep_grace_seconds=1.0)
+    yield from serve_all(settings)
 
 
 def _delivery_id(resp_text: str) -> str:
@@ -34,16 +45,16 @@ def _accepted(resp: object) -> str:
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_same_key_at_two_sources_of_two_projects_is_two_deliveries(multi: MultiApp, provider: str) -> None:
     with multi.hub.db.write() as s:
-        directory.add_project(s, "beta")
-        other, _ = directory.add_source(s, "beta", provider, SECRETS[provider], queue="chat")
-    multi.sources["other"] = other.id
+        directory.add_project(s, f"beta-{provider}")
+        other, _ = directory.add_source(s, f"beta-{provider}", provider, SECRETS[provider], queue="chat")
+    multi.sources[f"other-{provider}"] = other.id
     body, headers = request(provider)  # the same bytes and headers: the same dedup key at both
     first = _accepted(multi.post(provider, body, headers))
-    second = _accepted(multi.post("other", body, headers))
+    second = _accepted(multi.post(f"other-{provider}", body, headers))
     assert first != second
     assert multi.delivery(second).source_id == other.id
     # Each source still deduplicates its own retries.
-    retry = multi.post("other", body, headers)
+    retry = multi.post(f"other-{provider}", body, headers)
     assert retry.status_code == 200 and retry.json() == {"delivery_id": second, "duplicate": True}
     retry = multi.post(provider, body, headers)
     assert retry.status_code == 200 and retry.json() == {"delivery_id": first, "duplicate": True}

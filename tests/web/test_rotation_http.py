@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from switchboard import directory
+from switchboard.config import Settings
 from switchboard.sources import PROVIDERS
 from tests import signers
 from tests.signers import SECRETS, payload, sign
-from tests.web.multi import MultiApp
+from tests.web.multi import MultiApp, serve_all
+
+
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiApp]:
+    """One live app for the whole module (each test uses its own sources): a server per test
+    would cost ~3 s each for nothing this module checks."""
+    settings = Settings(home=tmp_path_factory.mktemp("multi") / "instance", sweep_interval_seconds=0.5,
+                        sweep_grace_seconds=1.0)
+    yield from serve_all(settings)
+
 
 RFC8032_TEST2_SEED = bytes.fromhex("4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb")
 RFC8032_TEST2_PUBLIC = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c"
