@@ -23,6 +23,7 @@ wall-clock time; writes the same to ``.mutation/<group>/summary.json``. Not run 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -141,7 +142,7 @@ def prepare(name: str, group: Group) -> Path:
 _MODULE = re.compile(r"^(?P<module>[\w.]+?)\.(?:x_|xǁ)")
 
 
-def summarise(work: Path) -> dict[str, dict[str, object]]:
+def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, object]]:
     """``{module: {killed, total, score, survived: [names], other: {status: n}}}`` from mutmut."""
     out = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "results", "--all", "true"],
                          cwd=work, capture_output=True, text=True, check=True).stdout
@@ -151,6 +152,8 @@ def summarise(work: Path) -> dict[str, dict[str, object]]:
         if ": " not in line:
             continue
         name, status = (p.strip() for p in line.rsplit(": ", 1))
+        if names and not any(fnmatch.fnmatch(name, pattern) for pattern in names):
+            continue  # outside this group's selection
         m = _MODULE.match(name)
         module = m.group("module") if m else name.rsplit(".", 1)[0]
         row = per[module]
@@ -188,7 +191,7 @@ def run(name: str, group: Group, env: dict[str, str], children: int, budget: flo
             # mutmut saves each verdict as it comes: the rest are reported as not checked.
             print(f"[{name}] stopped after the {budget} s budget", file=sys.stderr)
     seconds = round(time.monotonic() - started, 1)
-    modules = summarise(work)
+    modules = summarise(work, group.names)
     summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:]), "modules": modules}
     (work / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"== {name}: {seconds} s")
@@ -210,6 +213,8 @@ def main() -> None:
     parser.add_argument("groups", nargs="*", choices=[*GROUPS, []], help="default: all, in order")
     parser.add_argument("--children", type=int, default=1, help="parallel mutant runs (default 1)")
     parser.add_argument("--list", action="store_true", help="print the groups and exit")
+    parser.add_argument("--summary", action="store_true",
+                        help="print the last run's results of the groups without running mutmut")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per group; unchecked mutants are reported as such (default: none)")
     args = parser.parse_args()
@@ -218,6 +223,11 @@ def main() -> None:
             print(f"{name}: code {' '.join(g.code)} names {' '.join(g.names) or '*'}; tests {' '.join(g.tests)}")
         return
     names = args.groups or list(GROUPS)
+    if args.summary:
+        for name in names:
+            if (SCRATCH / name / "mutants").is_dir():
+                print(json.dumps({name: summarise(SCRATCH / name, GROUPS[name].names)}, indent=1))
+        return
     need = any(GROUPS[n].services for n in names)
     with ExitStack() as stack:
         env = stack.enter_context(services()) if need else {}
