@@ -60,7 +60,8 @@ GROUPS: dict[str, Group] = {
     # parsing are covered by the fault cases, not by this issue.
     "sources": Group(("switchboard/sources/*",), ("tests/sources", "tests/web/test_dedup_scoping.py"),
                      ("*dedup_key*", "*_sender*", "*normalize_identity*")),
-    "attribution": Group(("switchboard/intake/attribution.py",), ("tests/intake",)),
+    "attribution": Group(("switchboard/intake/attribution.py",),
+                         ("tests/intake/test_attribution.py", "tests/intake/test_quarantine.py")),
     "secrets": Group(("switchboard/intake/secrets.py",), ("tests/intake/test_secrets.py",)),
     "screening": Group(("switchboard/intake/screening.py", "switchboard/intake/channel_break.py"),
                        ("tests/intake/test_channel_break.py", "tests/intake/test_pipeline.py")),
