@@ -13,7 +13,13 @@ from switchboard import directory
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
-from switchboard.intake.attribution import UNTRUSTED_SENDER, attribute
+from switchboard.intake.attribution import (
+    BOT_SENDER,
+    UNKNOWN_SENDER,
+    UNTRUSTED_SENDER,
+    Attribution,
+    attribute,
+)
 from switchboard.models import Source
 from switchboard.sources import Sender
 
@@ -45,6 +51,10 @@ def test_project_owners_and_granted_agents_humans_are_trusted_nobody_else(tmp_pa
             verdicts = {name: attribute(s, _sender(str(100 + n)), src).reason
                         for n, name in enumerate(("owner", "worker", "stranger", "other_owner"))}
             assert attribute(s, _sender("100"), None).reason is None  # no source: no trust check
+            assert attribute(s, None, src) == Attribution(None, UNKNOWN_SENDER)
+            assert attribute(s, _sender("999"), src) == Attribution(None, UNKNOWN_SENDER)
+            bot = Sender("github", "", "100", "owner", is_bot=True)  # linked, but a bot
+            assert attribute(s, bot, src) == Attribution(None, BOT_SENDER)
         assert verdicts == {"owner": None, "worker": None, "stranger": UNTRUSTED_SENDER,
                             "other_owner": UNTRUSTED_SENDER}
     finally:
