@@ -31,6 +31,8 @@ ID_FIELD = {
 def _key(provider: str, value: Any, drop: bool = False) -> str | None:
     field, where = ID_FIELD[provider]
     p = payload(provider)
+    if provider == "slack":
+        p["event"] = {"type": "reaction_added", "user": "U2147483697"}  # not a message: keyed on event_id
     if where == "body":
         if drop:
             p.pop(field, None)

@@ -1,8 +1,8 @@
 """The reason each verifier gives, and the edges mutation testing found untested (issue 17).
 
-A malformed header is answered 400 with the verifier's message as the problem's ``detail``, and
-a key refused at configuration time is reported with the ``ValueError``'s text: both name the
-header or key and the expected form, never the value. Also here: keys of the wrong shape
+A malformed signature header raises :class:`SignatureMalformed` with a reason naming the
+header and its expected form (never the value), and a key refused at configuration time is
+reported with the ``ValueError``'s text, naming the key's form. Also here: keys of the wrong shape
 listed *before* a good one, non-default replay windows, ``bytes`` secrets, tokens that are
 not UTF-8, and the product's ``sign()`` helpers (used by tools) against the independent
 signers of :mod:`tests.signers`.
@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 import pytest
 
 from switchboard.clock import FixedClock
-from switchboard.errors import MalformedRequest
 from switchboard.verifiers import (
+    SignatureMalformed,
     SignatureMismatch,
     SignatureMissing,
     TimestampOutOfWindow,
@@ -76,7 +76,7 @@ def _message(exc: pytest.ExceptionInfo[BaseException]) -> str:
      "svix-timestamp must be Unix seconds in ASCII digits"),
 ])
 def test_a_malformed_header_is_named_with_its_expected_form(call, message: str) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(MalformedRequest) as exc:
+    with pytest.raises(SignatureMalformed) as exc:
         call()
     assert _message(exc) == message
 
