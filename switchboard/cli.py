@@ -496,7 +496,7 @@ def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, 
     directory.check_name("queue", queue)
     with hub.db.write() as s:
         project_row = directory.project_by_name(s, project_name)
-        agent_id = directory.agent_by_name(s, agent_name).id if agent_name else None
+        agent_id = directory.assignable_agent(s, agent_name, project_row.id).id if agent_name else None
         row_, _ = todo_ops.create(s, hub.clock, project_id=project_row.id, queue=queue, kind="manual",
                                   title=line, payload=None)
         row_.priority, row_.max_attempts, row_.assigned_agent_id = priority, max_attempts, agent_id
@@ -571,7 +571,13 @@ def todo_assign(todo_id: str, agent_name: str) -> tuple[dict[str, Any], str]:
 
     hub = _hub_cli()
     with hub.db.write() as s:
-        agent_row = directory.agent_by_name(s, agent_name)
+        from switchboard.errors import NotFound
+        from switchboard.models import Todo
+
+        todo_row = s.get(Todo, todo_id)
+        if todo_row is None:
+            raise NotFound("no such todo")
+        agent_row = directory.assignable_agent(s, agent_name, todo_row.project_id)
         row_ = todo_ops.assign(s, hub.clock, todo_id, agent_row.id)
         row_.rung_at, row_.ring_count = None, 0  # ring the assignee on the hub's next pass
         data = todo_ops.row(row_)

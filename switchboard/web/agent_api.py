@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, SwitchboardError
+from switchboard.intake import json_shape
 from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool_async, resolve_caller
 from switchboard.notify.broker import Subscriber
 from switchboard.web.problems import from_error, problem
@@ -62,10 +63,7 @@ async def invoke_tool(request: Request) -> Response:
         raw = await request.body()
         if len(raw) > MAX_ARGUMENT_BYTES:
             raise InvalidArgument(f"arguments are over {MAX_ARGUMENT_BYTES} bytes")
-        try:
-            arguments: Any = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            raise InvalidArgument("the body must be a JSON object of tool arguments") from None
+        arguments: Any = json_shape.loads(raw) if raw.strip() else {}
     except SwitchboardError as exc:
         return from_error(exc)
     result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
