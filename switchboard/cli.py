@@ -104,6 +104,9 @@ def main() -> None:
     level = os.environ.get("SWITCHBOARD_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
     logging.basicConfig(level=level if level in LOG_LEVELS else "WARNING", stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from switchboard.log_redaction import install
+
+    install()  # no payloads or credentials in any log (issue 13 item 6)
     if level not in LOG_LEVELS:
         _settings()  # lists every invalid setting and exits 2
 
@@ -484,10 +487,10 @@ def todo() -> None:
 def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, priority: int,
              max_attempts: int) -> tuple[dict[str, Any], str]:
     """Add a todo by hand; the hub wakes an eligible agent within seconds."""
+    from switchboard.errors import InvalidArgument
     from switchboard.intake.channel_break import breaks_channel
     from switchboard.queue import todos as todo_ops
     from switchboard.sources.github import one_line
-    from switchboard.errors import InvalidArgument
 
     hub = _hub_cli()
     line = one_line(title)
@@ -718,7 +721,11 @@ def serve(host: str | None, port: int | None) -> None:
                f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
                f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})",
                err=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on")
+    from switchboard.web.server_protocol import uvicorn_options
+
+    # log_config=None: uvicorn's loggers go through the root handlers and their redaction filter.
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
+                log_config=None, **uvicorn_options(settings))
 
 
 def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -784,3 +791,5 @@ def vault_rotate() -> tuple[dict[str, Any], str]:
     return ({"primary": done.primary, "re_encrypted": done.re_encrypted, "retired": done.retired,
              "unreadable": done.unreadable},
             f"primary key {done.primary}; {done.re_encrypted} secrets re-encrypted; retired: {retired}{hint}{lost}")
+
+from switchboard import cli_revoke  # noqa: F401  (token revoke|list, grant revoke, agent remove)

@@ -7,15 +7,16 @@ everything else takes a ``Settings``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import urlsplit
 
 from switchboard.errors import ConfigError
 
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
+DEFAULT_REST_MAX_BODY_BYTES = 1024 * 1024  # REST, tool and /mcp bodies (issue 13 item 2)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -45,6 +46,19 @@ class Settings:
             shown in ``repr``.
         quarantine_days: how long a quarantined delivery waits for a human before it expires
             (``SWITCHBOARD_QUARANTINE_DAYS``, default 30).
+        rest_max_body_bytes: largest body of a REST, tool or ``/mcp`` request in bytes
+            (``SWITCHBOARD_REST_MAX_BODY_BYTES``, default 1 MiB); checked before reading.
+        body_timeout_seconds: time allowed to receive a whole request body, counted from the
+            request's headers (``SWITCHBOARD_BODY_TIMEOUT_SECONDS``, default 30); then 408.
+        header_timeout_seconds: time allowed for a connection to send complete request headers,
+            also the idle limit before the first request (``SWITCHBOARD_HEADER_TIMEOUT_SECONDS``,
+            default 10).
+        source_body_concurrency: bodies read at once for one source before verification
+            (``SWITCHBOARD_SOURCE_BODY_CONCURRENCY``, default 16); more get 429 with ``Retry-After``.
+        mcp_sessions_per_agent: open ``/mcp`` sessions one agent may hold
+            (``SWITCHBOARD_MCP_SESSIONS_PER_AGENT``, default 16); more get 429 with ``Retry-After``.
+        mcp_session_idle_seconds: an ``/mcp`` session with no request for this long is closed
+            (``SWITCHBOARD_MCP_SESSION_IDLE_SECONDS``, default 600; the SDK's default is 1800).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -60,6 +74,12 @@ class Settings:
     log_level: str = "WARNING"
     vault_keys: str | None = field(default=None, repr=False)
     quarantine_days: int = 30
+    rest_max_body_bytes: int = DEFAULT_REST_MAX_BODY_BYTES
+    body_timeout_seconds: int = 30
+    header_timeout_seconds: int = 10
+    source_body_concurrency: int = 16
+    mcp_sessions_per_agent: int = 16
+    mcp_session_idle_seconds: int = 600
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -154,6 +174,15 @@ class Settings:
                 problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
                 vault_keys = None
         quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
+        hardening = {
+            "rest_max_body_bytes": integer("SWITCHBOARD_REST_MAX_BODY_BYTES", DEFAULT_REST_MAX_BODY_BYTES,
+                                           1024, 1 << 30),
+            "body_timeout_seconds": integer("SWITCHBOARD_BODY_TIMEOUT_SECONDS", 30, 1, 3600),
+            "header_timeout_seconds": integer("SWITCHBOARD_HEADER_TIMEOUT_SECONDS", 10, 1, 600),
+            "source_body_concurrency": integer("SWITCHBOARD_SOURCE_BODY_CONCURRENCY", 16, 1, 10_000),
+            "mcp_sessions_per_agent": integer("SWITCHBOARD_MCP_SESSIONS_PER_AGENT", 16, 1, 10_000),
+            "mcp_session_idle_seconds": integer("SWITCHBOARD_MCP_SESSION_IDLE_SECONDS", 600, 10, 86_400),
+        }
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -167,4 +196,5 @@ class Settings:
             log_level=log_level,
             vault_keys=vault_keys,
             quarantine_days=quarantine_days,
+            **hardening,  # type: ignore[arg-type]
         )

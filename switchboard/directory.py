@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 import secrets as pysecrets
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session
@@ -179,7 +179,7 @@ def assignable_agent(session: Session, name: object, project_id: str) -> Agent:
              if isinstance(name, str) else None)
     role = None if agent is None else session.execute(
         select(Grant.role).where(Grant.agent_id == agent.id, Grant.project_id == project_id)).scalar()
-    if agent is None or role != "work":
+    if agent is None or agent.removed_at is not None or role != "work":
         raise NotFound("no agent by that name can work on this project")
     return agent
 
@@ -196,6 +196,8 @@ def vend_token(session: Session, agent_name: str) -> str:
         The token; only its SHA-256 is stored, so it is shown once.
     """
     agent = agent_by_name(session, agent_name)
+    if agent.removed_at is not None:  # `agent remove` is final
+        raise NotFound(f"no agent named {agent_name!r}")
     token = TOKEN_PREFIX + pysecrets.token_urlsafe(32)
     session.add(Token(agent_id=agent.id, token_sha256=token_digest(token)))
     session.flush()

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlmodel import Session

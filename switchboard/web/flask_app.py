@@ -44,6 +44,9 @@ def create_flask_app(hub: Hub) -> Flask:
     app.register_blueprint(rest_todos)
     app.register_blueprint(rest_agent)
     app.register_blueprint(rest_human)
+    from switchboard.web.rest_revoke import bp as rest_revoke
+
+    app.register_blueprint(rest_revoke)
     openapi_doc: dict[str, Any] = {}
 
     @app.get("/api/v1/openapi.json")

@@ -23,8 +23,8 @@ from flask import Blueprint, current_app, jsonify, request
 from sqlalchemy import select
 
 from switchboard import directory
-from switchboard.intake import json_shape
 from switchboard.errors import InvalidArgument, NotFound
+from switchboard.intake import json_shape
 from switchboard.intake.channel_break import breaks_channel
 from switchboard.mcp_server.tools import bearer
 from switchboard.models import Project, Todo

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard.intake import json_shape
 from switchboard.errors import InvalidArgument
+from switchboard.intake import json_shape
 from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
 
 if TYPE_CHECKING:
