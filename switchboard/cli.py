@@ -487,10 +487,10 @@ def todo() -> None:
 def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, priority: int,
              max_attempts: int) -> tuple[dict[str, Any], str]:
     """Add a todo by hand; the hub wakes an eligible agent within seconds."""
-    from switchboard.errors import InvalidArgument
     from switchboard.intake.channel_break import breaks_channel
     from switchboard.queue import todos as todo_ops
     from switchboard.sources.github import one_line
+    from switchboard.errors import InvalidArgument
 
     hub = _hub_cli()
     line = one_line(title)

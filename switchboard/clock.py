@@ -5,7 +5,7 @@ All times are timezone-aware UTC ``datetime`` values; ``now_seconds`` is Unix se
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Protocol
 
 
@@ -22,7 +22,7 @@ class SystemClock:
 
     def now(self) -> datetime:
         """Return ``datetime.now(timezone.utc)``."""
-        return datetime.now(UTC)
+        return datetime.now(timezone.utc)
 
 
 class FixedClock:
@@ -38,4 +38,4 @@ class FixedClock:
 
 def utcnow() -> datetime:
     """Return the current time as an aware UTC datetime."""
-    return datetime.now(UTC)
+    return datetime.now(timezone.utc)

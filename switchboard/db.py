@@ -17,7 +17,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError
 from sqlmodel import Session
 
 from switchboard.config import Settings
@@ -105,8 +106,9 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only session (deferred transaction on SQLite)."""
-        with _translate_driver_errors(), Session(self.read_engine, expire_on_commit=False) as session:
-            yield session
+        with _translate_driver_errors():
+            with Session(self.read_engine, expire_on_commit=False) as session:
+                yield session
 
     def dispose(self) -> None:
         """Close pooled connections (call after fork and at shutdown)."""

@@ -76,7 +76,7 @@ class Hub:
             # takes a delivery that is still 'received', so that costs nothing.)
             try:
                 sweep(self, 0)
-            except Exception:
+            except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds
             while True:
@@ -86,7 +86,7 @@ class Hub:
                     if now >= next_sweep:
                         sweep(self, self.settings.sweep_grace_seconds)
                         next_sweep = now + self.settings.sweep_interval_seconds
-                except Exception:
+                except Exception:  # noqa: BLE001 - keep going; a database blip is transient
                     log.exception("maintenance pass failed")
                 if self._stop.wait(self.settings.reap_interval_seconds):
                     return

@@ -28,9 +28,9 @@ import logging
 import re
 import secrets as _random
 import threading
+from functools import lru_cache
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 log = logging.getLogger(__name__)

@@ -197,10 +197,11 @@ async def serve_stdio(url: str, token: str) -> None:
     """Serve over stdin/stdout until stdin closes."""
     bridge = Bridge(url, token)
     server = build_channel_server(bridge)
-    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
-        tg.start_soon(bridge.pump_wakes)
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-        tg.cancel_scope.cancel()
+    async with stdio_server() as (read_stream, write_stream):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bridge.pump_wakes)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
     await bridge.client.aclose()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,12 +27,12 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
-        return value.astimezone(UTC).replace(tzinfo=None)
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
-        return value.replace(tzinfo=UTC)
+        return value.replace(tzinfo=timezone.utc)
 
 
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")

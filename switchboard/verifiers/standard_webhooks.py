@@ -73,7 +73,7 @@ def parse_key(text: str) -> Key:
             raise ValueError("a whpk_ public key must decode to 32 bytes (Ed25519)")
         Ed25519PublicKey.from_public_bytes(raw)
         return Key("ed25519", raw)
-    body = text.removeprefix(SECRET_PREFIX)
+    body = text[len(SECRET_PREFIX):] if text.startswith(SECRET_PREFIX) else text
     try:
         raw = _b64(body)
     except ValueError:

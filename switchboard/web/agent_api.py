@@ -15,10 +15,11 @@ Every route needs ``Authorization: Bearer <agent token>`` (401 problem details o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import TYPE_CHECKING, Any
+
+import asyncio
 
 import anyio
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
