@@ -128,6 +128,10 @@ class RequestGuard:
             if scope.get("method") in BODY_METHODS:
                 receive = await self._buffer(scope, receive, self.settings.max_body_bytes)
         except SwitchboardError as exc:
+            if isinstance(exc, PayloadTooLarge):
+                self.hub.counters["deliveries_too_large"] += 1  # as the receiver counts them
+            else:
+                self.hub.counters["deliveries_" + exc.code] += 1
             await _refuse(exc, scope, receive, send)
             return
         finally:
