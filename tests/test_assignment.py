@@ -35,7 +35,7 @@ def tenants(live: LiveApp) -> str:
 
 
 def _cli(live: LiveApp, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([switchboard_exe(), *args, "--json"], env=cli_env(live.world.settings.home),
+    return subprocess.run([switchboard_exe(), *args, "--json"], check=False, env=cli_env(live.world.settings.home),
                           capture_output=True, text=True, timeout=60)
 
 

@@ -13,7 +13,7 @@ from tests.conftest import LiveApp, World, cli_env, switchboard_exe
 
 
 def _run(world: World, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([switchboard_exe(), *args], env=cli_env(world.settings.home), capture_output=True,
+    return subprocess.run([switchboard_exe(), *args], check=False, env=cli_env(world.settings.home), capture_output=True,
                           text=True, timeout=60)
 
 

@@ -4,8 +4,9 @@ An ASGI middleware around the whole app (:func:`switchboard.web.asgi.create_app`
 route cannot skip it (issue 13 items 2 and 8):
 
 1. ``/api/...`` and ``/mcp`` (except the public :data:`PUBLIC_PATHS`): the bearer token must be
-   a valid agent (``sbk_``) or human (``sbh_``) token, checked from the headers before a byte of
-   the body is read; otherwise 401. The views check which kind they need, as before.
+   a valid, unrevoked token of the kind the path takes (human ``sbh_`` under
+   :data:`HUMAN_PATHS`, agent ``sbk_`` elsewhere), checked from the headers before a byte of the
+   body is read or a query parameter is parsed; otherwise 401. The views resolve it again.
 2. A ``Content-Length`` over the limit is refused with 413 before reading (REST, tools and
    ``/mcp``: ``rest_max_body_bytes``, default 1 MiB; ``/hooks``: ``max_body_bytes``); a chunked
    body is cut off at the limit.
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/", "/api/v1/health", "/api/v1/openapi.json"})
 """Paths that hold no data and need no token."""
+HUMAN_PATHS = ("/api/v1/human/", "/api/v1/stream")
+"""Paths for human tokens (``sbh_``); every other ``/api/`` path and ``/mcp`` takes agent tokens."""
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRY_AFTER_SECONDS = 1
 
@@ -108,6 +111,9 @@ class RequestGuard:
             if (path.startswith(("/api/", "/mcp/")) or path == "/mcp") and path not in PUBLIC_PATHS:
                 principal = await anyio.to_thread.run_sync(
                     authenticate_any, self.hub, _header(scope, b"authorization"))
+                wanted = "human" if path.startswith(HUMAN_PATHS) else "agent"
+                if principal["kind"] != wanted:
+                    raise Unauthenticated(f"a valid {wanted} token is required")
                 scope.setdefault("state", {})["principal"] = principal
             if scope.get("method") in BODY_METHODS:
                 receive = await self._buffer(scope, receive, self.settings.rest_max_body_bytes)

@@ -13,7 +13,7 @@ from switchboard.db import alembic_config, upgrade
 from switchboard.hub import Hub
 from switchboard.intake import vault
 from switchboard.intake.sealed_text import PREFIX, key_id_of
-from tests.conftest import World, github_headers, serve_in_thread, LiveApp, CASES
+from tests.conftest import CASES, LiveApp, World, github_headers, serve_in_thread
 
 
 def _stored(settings: Settings) -> list[str]:
