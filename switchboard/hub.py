@@ -37,6 +37,7 @@ class Hub:
         self.streams = AgentStreams()
         self.inbox_waiters = InboxWaiters()
         self._inbox_seen: int | None = None  # newest resolution already rung (see reap)
+        self._events_seen: int | None = None  # newest agent event already nudged (see reap)
         self.counters: Counter[str] = Counter()
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
@@ -101,6 +102,7 @@ class Hub:
         ``inbox_wait`` rung for resolutions made in another process without Redis (the CLI)."""
         from switchboard.inbox.items import expire_due
         from switchboard.models import Todo
+        from switchboard.notify import sessions
         from switchboard.notify.wakes import due_rings
         from switchboard.queue.leases import reap
 
@@ -112,13 +114,35 @@ class Hub:
                     todo.rung_at, todo.ring_count = None, 0
             wakes = due_rings(s, self.clock)
             expired_for = expire_due(s, self.clock)
+            sessions.prune(s, self.clock)
         for wake in wakes:
             self.broker.publish_wake(wake)
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
+        if self.role == "serve":
+            for agent_id, session_id in self._events_elsewhere():
+                self.streams.nudge(agent_id, session_id)
         counts["rung"] = len(wakes)
         counts["expired"] = len(expired_for)
         return counts
+
+    def _events_elsewhere(self) -> set[tuple[str, str | None]]:
+        """Streams with agent events written since the last pass (by the CLI's ``doctor``, or
+        another process without Redis): one indexed read; a nudge for an event already
+        streamed reads nothing."""
+        from sqlalchemy import func, select
+
+        from switchboard.models import AgentEvent
+
+        with self.db.read() as s:
+            if self._events_seen is None:
+                self._events_seen = int(s.execute(select(func.max(AgentEvent.id))).scalar() or 0)
+                return set()
+            rows = s.execute(select(AgentEvent.id, AgentEvent.agent_id, AgentEvent.session_id)
+                             .where(AgentEvent.id > self._events_seen).order_by(AgentEvent.id).limit(1000)).all()
+        if rows:
+            self._events_seen = int(rows[-1][0])
+        return {(r[1], r[2]) for r in rows}
 
     def _resolved_elsewhere(self) -> list[str]:
         """Agents with items resolved since the last pass (one indexed read on

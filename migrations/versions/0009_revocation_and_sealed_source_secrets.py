@@ -1,7 +1,7 @@
 """agent removal, and source secrets sealed with the vault in place
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0010
 Create Date: 2026-12-01 01:30:00
 
 ``agents.removed_at`` records ``switchboard agent remove``. Every clear ``source_secrets.secret``
@@ -18,7 +18,7 @@ from alembic import op
 import switchboard.models.base
 
 revision = '0009'
-down_revision = '0006'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 

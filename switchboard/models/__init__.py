@@ -16,6 +16,7 @@ from switchboard.models.principals import (
     Token,
 )
 from switchboard.models.secrets import SecretRef
+from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -24,6 +25,8 @@ metadata = SQLModel.metadata
 __all__ = [
     "Agent",
     "AgentCursor",
+    "AgentEvent",
+    "AgentSession",
     "Attempt",
     "Delivery",
     "FeedEvent",

@@ -34,6 +34,7 @@ from switchboard.mcp_server.sessions import AgentSessions, bind
 from switchboard.web import agent_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
+from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 from switchboard.web.revocation_watch import RevocationWatch
@@ -117,7 +118,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(StreamableHTTPASGIApp(session_manager), hub, session_manager)
+    mcp_app = RequireAgent(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager), hub,
+                           session_manager)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
