@@ -42,6 +42,9 @@ PUBLIC_PATHS = frozenset({"/", "/api/v1/health", "/api/v1/openapi.json"})
 """Paths that hold no data and need no token."""
 HUMAN_PATHS = ("/api/v1/human/", "/api/v1/stream")
 """Paths for human tokens (``sbh_``); every other ``/api/`` path and ``/mcp`` takes agent tokens."""
+COOKIE_PATHS = frozenset({"/api/v1/stream"})
+"""Bodyless GET routes a browser opens with the web session cookie (``EventSource`` cannot send a
+bearer header): without an ``Authorization`` header they are authenticated by the view."""
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRY_AFTER_SECONDS = 1
 
@@ -108,7 +111,10 @@ class RequestGuard:
             if path.startswith("/hooks/"):
                 await self._hook(scope, receive, send, path)
                 return
-            if (path.startswith(("/api/", "/mcp/")) or path == "/mcp") and path not in PUBLIC_PATHS:
+            cookie_only = (path in COOKIE_PATHS and scope.get("method") == "GET"
+                           and _header(scope, b"authorization") is None and _header(scope, b"cookie") is not None)
+            if (path.startswith(("/api/", "/mcp/")) or path == "/mcp") and path not in PUBLIC_PATHS \
+                    and not cookie_only:
                 principal = await anyio.to_thread.run_sync(
                     authenticate_any, self.hub, _header(scope, b"authorization"))
                 wanted = "human" if path.startswith(HUMAN_PATHS) else "agent"
