@@ -148,7 +148,8 @@ async def stream(request: Request) -> Response:
     named in the first comment), ``Last-Event-ID`` (resume after that event: no gap, no
     duplicate, across hub restarts). A stream of a session that is already attached replaces
     the old stream at once. Events: ``wake`` (``{content, meta}``) and ``doorbell``, each with
-    its ledger id as the SSE id; heartbeats are comments without ids (DESIGN.md §6.5a).
+    its ledger id as the SSE id; ``unauthenticated`` (no id) when the token is revoked, then the
+    stream ends (issue 13 item 3); heartbeats are comments without ids (DESIGN.md §6.5a).
     Errors: 401 unauthenticated, 400 a bad session id or ``Last-Event-ID``, 429 over
     :data:`MAX_STREAMS_PER_AGENT` streams of this agent in this process.
     """
