@@ -53,7 +53,7 @@ def build_spec(app: Flask) -> dict[str, Any]:
         spec.components.schema(name, schema=getattr(schemas, name))
     with app.test_request_context():
         for endpoint, view in sorted(app.view_functions.items()):
-            if endpoint.startswith(("rest_todos.", "rest_agent.")):
+            if endpoint.startswith(("rest_todos.", "rest_agent.", "rest_revoke.")):
                 spec.path(view=view, app=app)
     doc = spec.to_dict()
     for operations in doc["paths"].values():
