@@ -555,6 +555,9 @@ def todo_show(todo_id: str) -> tuple[dict[str, Any], str]:
         data = todo_ops.row(row_, with_payload=True)
         data["attempts"] = todo_ops.attempts_of(s, todo_id)
     lines = [f"{data['id']} [{data['state']}] {data['queue']}: {data['title']}"]
+    if data["ring_count"]:
+        lines.append(f"rung {data['ring_count']} time(s), last at {data['last_rung_at']}"
+                     + (" (never claimed)" if not data["attempts"] else ""))
     if data.get("payload") is not None:
         lines.append("payload: " + json.dumps(data["payload"], indent=2, default=str))
     if data.get("result") is not None:

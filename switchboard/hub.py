@@ -149,14 +149,17 @@ class Hub:
         ``resolved_event_id``); rings are harmless when the resolver rang already."""
         from sqlalchemy import func, select
 
+        from switchboard.feed.events import settled
         from switchboard.models import InboxItem
 
         with self.db.read() as s:
             if self._inbox_seen is None:
-                self._inbox_seen = int(s.execute(select(func.max(InboxItem.resolved_event_id))).scalar() or 0)
+                self._inbox_seen = int(s.execute(select(func.max(InboxItem.resolved_event_id)).where(
+                    settled(InboxItem.resolved_event_id, s))).scalar() or 0)
                 return []
             rows = s.execute(select(InboxItem.agent_id, InboxItem.resolved_event_id)
-                             .where(InboxItem.resolved_event_id > self._inbox_seen)).all()
+                             .where(InboxItem.resolved_event_id > self._inbox_seen,
+                                    settled(InboxItem.resolved_event_id, s))).all()
         if rows:
             self._inbox_seen = max(int(r[1]) for r in rows)
         return [r[0] for r in rows]

@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, NotFound
-from switchboard.feed.events import KINDS
+from switchboard.feed.events import KINDS, settled
 from switchboard.models import AgentCursor, FeedEvent, Subscription
 from switchboard.models.base import new_id
 from switchboard.queue.todos import iso, resolve_projects
@@ -47,12 +47,14 @@ def subscribe(session: Session, clock: Clock, agent_id: str, grants: dict[str, s
     if count >= MAX_SUBSCRIPTIONS:
         raise InvalidArgument(f"at most {MAX_SUBSCRIPTIONS} subscriptions per agent; remove one first")
     # Seed only from projects the agent may read, so the returned cursor never moves with
-    # another project's activity (issue 13 item 10).
+    # another project's activity (issue 13 item 10), and among settled events only: one
+    # committing late below the seed would be skipped.
     readable = [project_id] if project_id is not None else list(grants)
     seed = 0
     if readable:
         seed_q = select(func.max(FeedEvent.id)).where(FeedEvent.kind.in_(wanted),  # type: ignore[attr-defined]
-                                                      FeedEvent.project_id.in_(readable))  # type: ignore[attr-defined]
+                                                      FeedEvent.project_id.in_(readable),  # type: ignore[attr-defined]
+                                                      settled(FeedEvent.id, session))
         seed = int(session.execute(seed_q).scalar() or 0)
     sub_id, now = new_id("sub"), clock.now()
     for kind in wanted:

@@ -25,6 +25,7 @@ from sqlalchemy import select, text
 from sqlmodel import Session
 
 from switchboard.db import Database
+from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.inbox.items import resolved_after
 from switchboard.models import FeedEvent, Grant, Subscription
@@ -138,7 +139,8 @@ def drain(session: Session, agent_id: str, budget: int = MAX_ITEMS) -> tuple[lis
             old = cursors.position(session, agent_id, sub_id, pid)
             events = session.execute(
                 select(FeedEvent).where(FeedEvent.project_id == pid, FeedEvent.kind.in_(kinds),  # type: ignore[attr-defined]
-                                        FeedEvent.id > (old if old is not None else seed))  # type: ignore[operator]
+                                        FeedEvent.id > (old if old is not None else seed),  # type: ignore[operator]
+                                        settled(FeedEvent.id, session))
                 .order_by(FeedEvent.id).limit(left + 1)
             ).scalars().all()
             if len(events) > left:
