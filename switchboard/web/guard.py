@@ -10,8 +10,9 @@ route cannot skip it (issue 13 items 2 and 8):
 2. A ``Content-Length`` over the limit is refused with 413 before reading (REST, tools and
    ``/mcp``: ``rest_max_body_bytes``, default 1 MiB; ``/hooks``: ``max_body_bytes``); a chunked
    body is cut off at the limit.
-3. The body must arrive within ``body_timeout_seconds`` of the request (408 otherwise), so a
-   body trickled a byte a second holds nothing for long.
+3. The body must arrive within ``body_timeout_seconds`` of the request's headers, else 408: the
+   server protocol enforces it (:mod:`switchboard.web.server_protocol`, one timer per
+   connection), so a body trickled a byte a second holds nothing for long.
 4. ``/hooks/<source_id>``: at most ``source_body_concurrency`` bodies are read at once for one
    source before verification (and eight times that over all sources); more get 429 with
    ``Retry-After``, so whoever knows a source URL cannot hold ``n × 25 MiB``.
@@ -47,13 +48,6 @@ COOKIE_PATHS = frozenset({"/api/v1/stream"})
 bearer header): without an ``Authorization`` header they are authenticated by the view."""
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRY_AFTER_SECONDS = 1
-
-
-class RequestTimeout(SwitchboardError):
-    """The request body did not arrive in time."""
-
-    code = "request_timeout"
-    status = 408
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -101,6 +95,7 @@ class RequestGuard:
         self.hub = hub
         self.settings = hub.settings
         self._reading: Counter[str] = Counter()
+        self._total = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -131,11 +126,12 @@ class RequestGuard:
     async def _hook(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         source = path[len("/hooks/"):].strip("/")[:100]
         cap = self.settings.source_body_concurrency
-        if self._reading[source] >= cap or sum(self._reading.values()) >= 8 * cap:
+        if self._reading[source] >= cap or self._total >= 8 * cap:
             await _refuse(RateLimited("too many deliveries are being received for this source; retry shortly"),
                           scope, receive, send)
             return
         self._reading[source] += 1
+        self._total += 1
         try:
             if scope.get("method") in BODY_METHODS:
                 receive = await self._buffer(scope, receive, self.settings.max_body_bytes)
@@ -147,17 +143,17 @@ class RequestGuard:
             await _refuse(exc, scope, receive, send)
             return
         finally:
+            self._total -= 1
             self._reading[source] -= 1
             if self._reading[source] <= 0:
                 del self._reading[source]
         await self.app(scope, receive, send)
 
     async def _buffer(self, scope: Scope, receive: Receive, limit: int) -> Receive:
-        """Read the whole body under ``limit`` bytes and the body timeout; return a replaying receive.
+        """Read the whole body under ``limit`` bytes; return a replaying receive.
 
         Raises:
             PayloadTooLarge: declared or actual size over ``limit``.
-            RequestTimeout: the body did not arrive within ``body_timeout_seconds``.
         """
         declared = _header(scope, b"content-length")
         if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
@@ -165,21 +161,19 @@ class RequestGuard:
         chunks: list[bytes] = []
         size = 0
         disconnect: Message | None = None
-        with anyio.move_on_after(self.settings.body_timeout_seconds) as timer:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    disconnect = message
-                    break
-                body = message.get("body", b"")
-                size += len(body)
-                if size > limit:
-                    raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
-                chunks.append(body)
-                if not message.get("more_body", False):
-                    break
-        if timer.cancelled_caught:
-            raise RequestTimeout(f"the request body did not arrive within {self.settings.body_timeout_seconds} s")
+        # The time to receive it is bounded by the server protocol (server_protocol.py, 408).
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnect = message
+                break
+            body = message.get("body", b"")
+            size += len(body)
+            if size > limit:
+                raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
         replay: list[Message] = [disconnect] if disconnect else [
             {"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
