@@ -124,9 +124,8 @@ def check(value: Any, *, max_depth: int = MAX_DEPTH, where: str = "arguments") -
         elif isinstance(item, int):
             if not INT_MIN <= item <= INT_MAX:
                 raise InvalidArgument(f"{where}: an integer is outside the signed 64-bit range")
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise InvalidArgument(f"{where}: numbers must be finite (no NaN or Infinity)")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidArgument(f"{where}: numbers must be finite (no NaN or Infinity)")
 
 
 def loads_object(data: bytes | str) -> dict[str, Any]:
