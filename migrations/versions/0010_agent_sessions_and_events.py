@@ -1,7 +1,7 @@
 """agent sessions and durable agent stream events
 
 Revision ID: 0010
-Revises: 0014
+Revises: 0008
 Create Date: 2026-12-01 01:40:00
 """
 
@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 import switchboard.models.base
 
 revision = '0010'
-down_revision = '0014'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 

@@ -29,12 +29,15 @@ from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.errors import SwitchboardError, Unauthenticated
 from switchboard.hub import Hub
+from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.sessions import AgentSessions, bind
 from switchboard.web import agent_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
 from switchboard.web.mcp_streams import McpStreamRules
+from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
+from switchboard.web.mcp_problems import MCPProblems
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 from switchboard.web.revocation_watch import RevocationWatch
@@ -92,7 +95,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
     hub = Hub(settings, clock=clock, role="serve")
     mcp_server = build_server(hub)
     session_manager = AgentSessions(
-        app=mcp_server, security_settings=transport_security(settings.public_url),
+        app=mcp_server, security_settings=mcp_transport_security(transport_security(settings.public_url), settings),
         per_agent=settings.mcp_sessions_per_agent, session_idle_timeout=settings.mcp_session_idle_seconds,
     )
     watch = RevocationWatch(hub, session_manager)
@@ -118,8 +121,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager), hub,
-                           session_manager)
+    mcp_app = RequireAgent(MCPProblems(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager)),
+                           hub, session_manager)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
@@ -133,8 +136,12 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
-                    middleware=[Middleware(RequestGuard, hub=hub)],
+    # Behind a reverse proxy: X-Forwarded-* only from SWITCHBOARD_TRUSTED_PROXIES (issue 12 #9).
+    middleware = [Middleware(RequestIdMiddleware)]
+    if settings.trusted_proxies:
+        middleware.append(Middleware(ForwardedHost, trusted=settings.trusted_proxies))
+    middleware.append(Middleware(RequestGuard, hub=hub))  # after the proxy headers are settled
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
     app.state.revocation_watch = watch
