@@ -7,9 +7,8 @@ every handler of the root logger by :func:`install`:
 
 1. drops records below WARNING from :data:`PAYLOAD_LOGGERS` (what they log there is payload);
 2. masks, in every record it lets through (ours included, every level): agent and human tokens
-   (``sbk_…``, ``sbh_…``), ``Bearer`` credentials, Standard Webhooks secrets (``whsec_…``), and
-   source ids in paths (``src_`` + 6 characters kept; the id is what lets anyone post to a
-   source).
+   (``sbk_…``, ``sbh_…``), ``Bearer`` credentials and Standard Webhooks secrets (``whsec_…``).
+   Source ids are left alone: ``serve`` prints each webhook URL at start for the operator.
 
 Records are rewritten in place (``msg`` becomes the masked message, ``args`` empty), so every
 handler and formatter after it sees the masked text. ``serve`` hands uvicorn ``log_config=None``
@@ -27,12 +26,11 @@ _MASKS = (
     (re.compile(r"\b(sbk|sbh)_[A-Za-z0-9_-]{8,}"), r"\1_***"),
     (re.compile(r"(?i)\b(bearer)\s+[^\s'\",}]+"), r"\1 ***"),
     (re.compile(r"\bwhsec_[A-Za-z0-9+/=_-]{8,}"), "whsec_***"),
-    (re.compile(r"\b(src_[A-Za-z0-9_-]{6})[A-Za-z0-9_-]{6,}"), r"\1***"),
 )
 
 
 def mask(text: str) -> str:
-    """``text`` with tokens, bearer credentials, webhook secrets and source ids masked."""
+    """``text`` with tokens, bearer credentials and webhook secrets masked."""
     for pattern, replacement in _MASKS:
         text = pattern.sub(replacement, text)
     return text

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PUBLIC_PATHS = frozenset({"/", "/api/v1/health", "/api/v1/openapi.json"})
+PUBLIC_PATHS = frozenset({"/", "/api/v1/health", "/api/v1/ready", "/api/v1/openapi.json"})
 """Paths that hold no data and need no token."""
 HUMAN_PATHS = ("/api/v1/human/", "/api/v1/stream")
 """Paths for human tokens (``sbh_``); every other ``/api/`` path and ``/mcp`` takes agent tokens."""
@@ -140,6 +140,9 @@ class RequestGuard:
                 self.hub.counters["deliveries_too_large"] += 1  # as the receiver counts them
             else:
                 self.hub.counters["deliveries_" + exc.code] += 1
+            from switchboard import metrics
+
+            metrics.delivery_refused(self.hub, source, exc.status, exc.code)  # `source show` tallies
             await _refuse(exc, scope, receive, send)
             return
         finally:
