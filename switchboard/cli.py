@@ -114,6 +114,9 @@ def main() -> None:
     level = os.environ.get("SWITCHBOARD_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
     fmt = os.environ.get("SWITCHBOARD_LOG_FORMAT", "").strip().lower() or "text"
     logs.configure(level if level in LOG_LEVELS else "WARNING", fmt if fmt in ("text", "json") else "text")
+    from switchboard.log_redaction import install
+
+    install()  # no payloads or credentials in any log (issue 13 item 6)
     if level not in LOG_LEVELS:
         _settings()  # lists every invalid setting and exits 2
 
@@ -545,7 +548,7 @@ def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, 
     directory.check_name("queue", queue)
     with hub.db.write() as s:
         project_row = directory.project_by_name(s, project_name)
-        agent_id = directory.agent_by_name(s, agent_name).id if agent_name else None
+        agent_id = directory.assignable_agent(s, agent_name, project_row.id).id if agent_name else None
         row_, _ = todo_ops.create(s, hub.clock, project_id=project_row.id, queue=queue, kind="manual",
                                   title=line, payload=None)
         row_.priority, row_.max_attempts, row_.assigned_agent_id = priority, max_attempts, agent_id
@@ -642,7 +645,13 @@ def todo_assign(todo_id: str, agent_name: str) -> tuple[dict[str, Any], str]:
 
     hub = _hub_cli()
     with hub.db.write() as s:
-        agent_row = directory.agent_by_name(s, agent_name)
+        from switchboard.errors import NotFound
+        from switchboard.models import Todo
+
+        todo_row = s.get(Todo, todo_id)
+        if todo_row is None:
+            raise NotFound("no such todo")
+        agent_row = directory.assignable_agent(s, agent_name, todo_row.project_id)
         row_ = todo_ops.assign(s, hub.clock, todo_id, agent_row.id)
         row_.rung_at, row_.ring_count = None, 0  # ring the assignee on the hub's next pass
         data = todo_ops.row(row_)
@@ -787,8 +796,12 @@ def serve(host: str | None, port: int | None) -> None:
     _print_source_urls(settings)
     # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
     # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
+    from switchboard.web.server_protocol import uvicorn_options
+
+    # log_config=None: uvicorn's loggers go through the root handlers and their redaction filter
+    # (issue 13 item 6), in both log formats.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
-                proxy_headers=False, **({"log_config": None} if settings.log_format == "json" else {}))
+                proxy_headers=False, log_config=None, **uvicorn_options(settings))
 
 
 def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -1121,3 +1134,6 @@ def _announce(settings: Settings, text: str) -> None:
     log = logging.getLogger("switchboard.serve")
     log.setLevel(logging.INFO)
     log.info(text.strip())
+
+
+from switchboard import cli_revoke  # noqa: E402,F401  (token revoke|list, grant revoke, agent remove)

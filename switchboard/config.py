@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Mapping
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
 from urllib.parse import urlsplit
 
 from switchboard.errors import ConfigError
 
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
+DEFAULT_REST_MAX_BODY_BYTES = 1024 * 1024  # REST, tool and /mcp bodies (issue 13 item 2)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 
@@ -54,6 +55,19 @@ class Settings:
         notify_coalesce_seconds: per human, at most one prompt notification per this many
             seconds; prompts inside the window go out as one summary when it closes
             (``SWITCHBOARD_NOTIFY_COALESCE_SECONDS``, default 30).
+        rest_max_body_bytes: largest body of a REST, tool or ``/mcp`` request in bytes
+            (``SWITCHBOARD_REST_MAX_BODY_BYTES``, default 1 MiB); checked before reading.
+        body_timeout_seconds: time allowed to receive a whole request body, counted from the
+            request's headers (``SWITCHBOARD_BODY_TIMEOUT_SECONDS``, default 30); then 408.
+        header_timeout_seconds: time allowed for a connection to send complete request headers,
+            also the idle limit before the first request (``SWITCHBOARD_HEADER_TIMEOUT_SECONDS``,
+            default 10).
+        source_body_concurrency: bodies read at once for one source before verification
+            (``SWITCHBOARD_SOURCE_BODY_CONCURRENCY``, default 16); more get 429 with ``Retry-After``.
+        mcp_sessions_per_agent: open ``/mcp`` sessions one agent may hold
+            (``SWITCHBOARD_MCP_SESSIONS_PER_AGENT``, default 16); more get 429 with ``Retry-After``.
+        mcp_session_idle_seconds: an ``/mcp`` session with no request for this long is closed
+            (``SWITCHBOARD_MCP_SESSION_IDLE_SECONDS``, default 600; the SDK's default is 1800).
         raw_body_days: days a settled delivery keeps its raw body for replay
             (``SWITCHBOARD_RAW_BODY_DAYS``, default 7; DESIGN.md §2).
         retention_days: days deliveries and feed events are kept (``SWITCHBOARD_RETENTION_DAYS``,
@@ -85,6 +99,12 @@ class Settings:
     quarantine_days: int = 30
     permission_expiry_seconds: int = 600
     notify_coalesce_seconds: int = 30
+    rest_max_body_bytes: int = DEFAULT_REST_MAX_BODY_BYTES
+    body_timeout_seconds: int = 30
+    header_timeout_seconds: int = 10
+    source_body_concurrency: int = 16
+    mcp_sessions_per_agent: int = 16
+    mcp_session_idle_seconds: int = 600
     raw_body_days: int = 7
     retention_days: int = 90
     metrics_token: str | None = field(default=None, repr=False)
@@ -187,6 +207,15 @@ class Settings:
         quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
         permission_expiry = integer("SWITCHBOARD_PERMISSION_EXPIRY_SECONDS", 600, 10, 86_400)
         notify_coalesce = integer("SWITCHBOARD_NOTIFY_COALESCE_SECONDS", 30, 0, 3600)
+        hardening = {
+            "rest_max_body_bytes": integer("SWITCHBOARD_REST_MAX_BODY_BYTES", DEFAULT_REST_MAX_BODY_BYTES,
+                                           1024, 1 << 30),
+            "body_timeout_seconds": integer("SWITCHBOARD_BODY_TIMEOUT_SECONDS", 30, 1, 3600),
+            "header_timeout_seconds": integer("SWITCHBOARD_HEADER_TIMEOUT_SECONDS", 10, 1, 600),
+            "source_body_concurrency": integer("SWITCHBOARD_SOURCE_BODY_CONCURRENCY", 16, 1, 10_000),
+            "mcp_sessions_per_agent": integer("SWITCHBOARD_MCP_SESSIONS_PER_AGENT", 16, 1, 10_000),
+            "mcp_session_idle_seconds": integer("SWITCHBOARD_MCP_SESSION_IDLE_SECONDS", 600, 10, 86_400),
+        }
         raw_body_days = integer("SWITCHBOARD_RAW_BODY_DAYS", 7, 0, 3650)
         retention_days = integer("SWITCHBOARD_RETENTION_DAYS", 90, 1, 36500)
         if raw_body_days > retention_days:
@@ -216,6 +245,7 @@ class Settings:
             quarantine_days=quarantine_days,
             permission_expiry_seconds=permission_expiry,
             notify_coalesce_seconds=notify_coalesce,
+            **hardening,  # type: ignore[arg-type]
             raw_body_days=raw_body_days,
             retention_days=retention_days,
             metrics_token=metrics_token,

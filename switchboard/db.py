@@ -65,7 +65,9 @@ def make_engine(settings: Settings) -> sa.Engine:
     For SQLite the instance folder is created if missing.
     """
     if settings.is_sqlite:
-        Path(settings.home).mkdir(parents=True, exist_ok=True)
+        from switchboard.instance import secure
+
+        secure(settings)  # folder 0700, database files 0600 before SQLite creates them (issue 13 item 5)
         return _sqlite_engine(settings.database_url, immediate=True)
     return sa.create_engine(settings.database_url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
@@ -173,6 +175,7 @@ def alembic_config(settings: Settings) -> Any:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("sqlalchemy.url", settings.database_url.replace("%", "%%"))
+    cfg.attributes["settings"] = settings  # migration 0009 seals source secrets with the vault ring
     return cfg
 
 
@@ -180,6 +183,7 @@ def upgrade(settings: Settings) -> None:
     """Apply every migration up to head (``switchboard init`` and ``serve`` start-up)."""
     from alembic import command
 
-    if settings.is_sqlite:
-        Path(settings.home).mkdir(parents=True, exist_ok=True)
+    from switchboard.instance import secure
+
+    secure(settings)  # folder 0700, database files 0600 (issue 13 item 5)
     command.upgrade(alembic_config(settings), "head")

@@ -165,6 +165,25 @@ def agent_by_name(session: Session, name: str) -> Agent:
     return _by_name(session, Agent, "agent", name)  # type: ignore[no-any-return]
 
 
+def assignable_agent(session: Session, name: object, project_id: str) -> Agent:
+    """The agent called ``name`` if it may be given work on ``project_id`` (a ``work`` grant).
+
+    Used wherever work is assigned or routed (CLI, REST, tools): an unknown agent and one that
+    may not work on the project (another human's agent, a read-only or removed one) get the
+    same answer, so names of other tenants' agents cannot be probed (issue 13 item 1).
+
+    Raises:
+        NotFound: one message for "no such agent" and "not yours to use".
+    """
+    agent = (session.execute(select(Agent).where(Agent.name == name)).scalars().first()
+             if isinstance(name, str) else None)
+    role = None if agent is None else session.execute(
+        select(Grant.role).where(Grant.agent_id == agent.id, Grant.project_id == project_id)).scalar()
+    if agent is None or agent.removed_at is not None or role != "work":
+        raise NotFound("no agent by that name can work on this project")
+    return agent
+
+
 def token_digest(token: str) -> str:
     """SHA-256 hex of a token: what is stored (DESIGN.md §1)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -177,6 +196,8 @@ def vend_token(session: Session, agent_name: str) -> str:
         The token; only its SHA-256 is stored, so it is shown once.
     """
     agent = agent_by_name(session, agent_name)
+    if agent.removed_at is not None:  # `agent remove` is final
+        raise NotFound(f"no agent named {agent_name!r}")
     token = TOKEN_PREFIX + pysecrets.token_urlsafe(32)
     session.add(Token(agent_id=agent.id, token_sha256=token_digest(token)))
     session.flush()

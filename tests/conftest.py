@@ -126,7 +126,10 @@ def serve_in_thread(settings: Settings) -> Iterator[tuple[str, Hub]]:
     port = free_port()
     settings = settings.with_overrides(port=port)
     app = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    from switchboard.web.server_protocol import uvicorn_options
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                                           **uvicorn_options(settings)))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_for(lambda: server.started, timeout=20)

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sqlalchemy import LargeBinary, select
+from sqlalchemy import LargeBinary, Text, select
+from sqlalchemy import cast as sa_cast
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session
 
@@ -283,6 +284,8 @@ class Rotation:
     re_encrypted: int
     retired: list[str]
     unreadable: list[str] = field(default_factory=list)
+    source_secrets: int = 0
+    """Source verification secrets re-sealed under the new primary (issue 13 item 5)."""
 
 
 def rotate(hub: Hub) -> Rotation:
@@ -337,6 +340,22 @@ def rotate(hub: Hub) -> Rotation:
                     flag_modified(delivery, "raw_body")
             except SwitchboardError:
                 unreadable.add(delivery_id)
+    from switchboard.intake.sealed_text import key_id_of, open_text, seal_text
+    from switchboard.models import SourceSecret
+
+    sources = 0
+    with hub.db.write() as session:  # source secrets (issue 13 item 5), read as stored, re-sealed
+        table = SourceSecret.__table__  # type: ignore[attr-defined]
+        for sid, stored in session.execute(select(table.c.id, sa_cast(table.c.secret, Text))).all():
+            if key_id_of(stored) == ring.primary:
+                continue
+            try:
+                value = open_text(ring, stored)
+            except SwitchboardError:
+                unreadable.add(sid)
+                continue
+            session.execute(table.update().where(table.c.id == sid).values(secret=seal_text(ring, value)))
+            sources += 1
     if unreadable:
         log.error("vault rotate: %d records or bodies are sealed under keys no longer in the ring; "
                   "they were left as they are", len(unreadable))
@@ -344,7 +363,7 @@ def rotate(hub: Hub) -> Rotation:
     if not settings.vault_keys:
         _write_key_file(key_file(settings), KeyRing({ring.primary: ring.keys[ring.primary]}, ring.primary))
     attach(hub.db, lambda: load_key_ring(settings))
-    return Rotation(ring.primary, count, retired, sorted(unreadable))
+    return Rotation(ring.primary, count, retired, sorted(unreadable), sources)
 
 
 # --- Delivery bodies at rest (DESIGN.md §2) -------------------------------------------------

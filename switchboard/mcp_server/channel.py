@@ -155,7 +155,8 @@ class Bridge:
         self.session: Any = None
         self.session_ready = anyio.Event()
         self.last_event_id: str | None = None
-        self.handlers: dict[str, EventHandler] = {"wake": self.push_channel, "doorbell": self.push_channel}
+        self.handlers: dict[str, EventHandler] = {"wake": self.push_channel, "doorbell": self.push_channel,
+                                                  "unauthenticated": self.token_revoked}
         self._refused_logged_at: float | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -206,6 +207,13 @@ class Bridge:
             delay = min(RECONNECT_FIRST_SECONDS * 2 ** (failures - 1), RECONNECT_MAX_SECONDS)
             await anyio.sleep(delay * random.uniform(0.5, 1.0))
 
+    async def token_revoked(self, event: dict[str, Any]) -> None:
+        """The hub ended the stream because this adapter's token was revoked (issue 13 item 3):
+        say so now; tool calls answer ``unauthenticated`` and reconnects are refused (401)."""
+        self._refused_logged_at = None
+        log.error("unauthenticated: %s", str(event.get("message", "the hub revoked this adapter's token"))[:200])
+        self._refused()
+
     def _refused(self) -> None:
         log.debug("agent stream refused (401); retrying")
         now = time.monotonic()
@@ -230,11 +238,15 @@ class Bridge:
 
     async def push_channel(self, event: dict[str, Any]) -> None:
         """Push ``{content, meta}`` to Claude Code as ``notifications/claude/channel``."""
+        from switchboard.mcp_server import wake_guard
+
         try:
-            params = ChannelParams(content=str(event["content"]),
-                                   meta={str(k): str(v) for k, v in dict(event.get("meta", {})).items()})
-        except (KeyError, TypeError, ValueError):
-            log.warning("ignored a malformed channel event from the hub")
+            # The hub's rules again, here: a hub bug must not become a prompt injection (issue 13 item 9).
+            content, meta = wake_guard.screen(event)
+            params = ChannelParams(content=content, meta=meta)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("refused a channel event from the hub: %s", exc if isinstance(exc, wake_guard.WakeRefused)
+                        else "malformed")
             return
         await self.session.send_notification(ChannelNotification(params=params))
 
@@ -332,6 +344,9 @@ def run_channel(url: str, token: str, log_level: str = "WARNING") -> None:
     for handler in list(root.handlers):
         root.removeHandler(handler)
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from switchboard.log_redaction import install
+
+    install()  # no payloads or credentials in the adapter's log either (issue 13 item 6)
     logging.getLogger("httpx2").setLevel(max(logging.WARNING, root.level))
     try:
         watched = os.dup(sys.stdout.fileno())  # the same pipe as stdout, before the SDK diverts fd 1

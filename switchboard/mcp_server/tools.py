@@ -34,7 +34,7 @@ from switchboard.feed import pages as feed_pages
 from switchboard.feed.events import KINDS as FEED_KINDS
 from switchboard.inbox import items as inbox
 from switchboard.inbox import waiting
-from switchboard.intake import vault
+from switchboard.intake import json_shape, vault
 from switchboard.mcp_server import outputs
 from switchboard.models import Agent, Human, Project
 from switchboard.notify import subscriptions, trailer
@@ -284,7 +284,8 @@ def _unsubscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, An
         return subscriptions.unsubscribe(s, caller.agent_id, args["subscription_id"])
 
 
-_SINCE = {"type": "integer", "minimum": 0, "description": "A position (exclusive): next_since of an earlier page."}
+_SINCE = {"type": "integer", "minimum": 0, "maximum": json_shape.INT_MAX,
+          "description": "A position (exclusive): next_since of an earlier page."}
 _INBOX_POST = {
     "project": {**_NAME, "description": "The project (name or id) you work on that this concerns."},
     "title": {"type": "string", "minLength": 1, "maxLength": inbox.MAX_TITLE_CHARS,
@@ -506,6 +507,7 @@ def validate(name: str, arguments: Any) -> tuple[ToolSpec, dict[str, Any]]:
     args = {} if arguments is None else arguments
     if not isinstance(args, dict):
         raise InvalidArgument("arguments must be a JSON object")
+    json_shape.check(args)  # depth, finite numbers, 64-bit integers, no lone surrogates
     if TODO_ID_ALIAS in args and "todo_id" in spec.input_schema["properties"]:
         if "todo_id" in args:
             raise InvalidArgument("give todo_id (or its deprecated alias id), not both")

@@ -45,6 +45,8 @@ class Agent(SQLModel, table=True):
     name: str = Field(sa_column=sa.Column(sa.String(200), nullable=False, unique=True))
     human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    # Set by `agent remove`: tokens revoked, grants gone, no new token can be vended.
+    removed_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
 
 
 class Token(SQLModel, table=True):

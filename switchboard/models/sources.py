@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
+from switchboard.intake.sealed_text import SealedText
 from switchboard.intake.vault import SealedBytes
 from switchboard.models.base import json_column, new_id, time_column
 
@@ -42,7 +43,8 @@ class SourceSecret(SQLModel, table=True):
 
     id: str = Field(default_factory=lambda: new_id("sss"), primary_key=True, max_length=40)
     source_id: str = Field(foreign_key="sources.id", index=True, max_length=40)
-    secret: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    # Sealed with the vault key ring (issue 13 item 5): a reader of the file cannot forge deliveries.
+    secret: str = Field(sa_column=sa.Column(SealedText(), nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
     expires_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
 

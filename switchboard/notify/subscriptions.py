@@ -2,8 +2,9 @@
 
 A subscription names known kinds and optionally one project (id or name). It is seeded at the
 newest matching event (no history replay): for a project-scoped one, the newest of those kinds
-in that project; for an unscoped one, the newest of those kinds anywhere, so a project granted
-later reports from the subscription's moment too.
+in that project; for an unscoped one, the newest of those kinds in the projects the agent may
+read at that moment (never another project's: its activity must not move the agent's cursor,
+issue 13 item 10).
 """
 
 from __future__ import annotations
@@ -45,12 +46,16 @@ def subscribe(session: Session, clock: Clock, agent_id: str, grants: dict[str, s
                             .where(Subscription.agent_id == agent_id)).scalar() or 0
     if count >= MAX_SUBSCRIPTIONS:
         raise InvalidArgument(f"at most {MAX_SUBSCRIPTIONS} subscriptions per agent; remove one first")
-    # Seeded among settled events only: one committing late below the seed would be skipped.
-    seed_q = select(func.max(FeedEvent.id)).where(FeedEvent.kind.in_(wanted),  # type: ignore[attr-defined]
-                                                  settled(FeedEvent.id, session))
-    if project_id is not None:
-        seed_q = seed_q.where(FeedEvent.project_id == project_id)
-    seed = int(session.execute(seed_q).scalar() or 0)
+    # Seed only from projects the agent may read, so the returned cursor never moves with
+    # another project's activity (issue 13 item 10), and among settled events only: one
+    # committing late below the seed would be skipped.
+    readable = [project_id] if project_id is not None else list(grants)
+    seed = 0
+    if readable:
+        seed_q = select(func.max(FeedEvent.id)).where(FeedEvent.kind.in_(wanted),  # type: ignore[attr-defined]
+                                                      FeedEvent.project_id.in_(readable),  # type: ignore[attr-defined]
+                                                      settled(FeedEvent.id, session))
+        seed = int(session.execute(seed_q).scalar() or 0)
     sub_id, now = new_id("sub"), clock.now()
     for kind in wanted:
         session.add(Subscription(id=sub_id, kind=kind, agent_id=agent_id, project_id=project_id,

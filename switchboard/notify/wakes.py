@@ -104,7 +104,10 @@ def wake_for(session: Session, todo: Todo) -> Wake:
     ``work``. ``provider`` is the kind of the todo's source, or ``api`` for todos made through the
     API/CLI."""
     if todo.assigned_agent_id:
-        agents = [todo.assigned_agent_id]
+        # Only while the assignee may still work on the project (its grant can be revoked).
+        agents = list(session.execute(
+            select(Grant.agent_id).where(Grant.project_id == todo.project_id, Grant.role == "work",
+                                         Grant.agent_id == todo.assigned_agent_id)).scalars().all())
     else:
         agents = list(session.execute(
             select(Grant.agent_id).where(Grant.project_id == todo.project_id, Grant.role == "work")

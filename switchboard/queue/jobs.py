@@ -30,7 +30,7 @@ from switchboard.intake.channel_break import Break
 from switchboard.models import Delivery, Grant, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
-from switchboard.notify.wakes import Wake
+from switchboard.notify.wakes import Wake, route
 from switchboard.queue import todos
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
@@ -258,8 +258,9 @@ def _apply(hub: Hub, session: Session, item: _Prepared, cache: DirectoryCache,
     # ring(), with the recipients from the cache: a new todo from a delivery is unassigned.
     todo.rung_at, todo.ring_count = hub.clock.now(), todo.ring_count + 1
     name, agents = cache.recipients_of(session, project_id)
-    return ("processed", Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents)),
-            delivery.received_at)
+    wake = Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents))
+    # Written to the chosen session's stream ledger in this transaction (DESIGN.md §6.5a).
+    return "processed", route(session, hub.clock, wake), delivery.received_at
 
 
 def _consume_verdict(hub: Hub, session: Session, delivery: Delivery, project_id: str, human_id: str,

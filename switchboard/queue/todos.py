@@ -249,8 +249,8 @@ def assign(session: Session, clock: Clock, todo_id: str, agent_id: str | None) -
     if agent_id is not None:
         role = session.execute(select(Grant.role).where(Grant.agent_id == agent_id,
                                                         Grant.project_id == todo.project_id)).scalar()
-        if role != "work":
-            raise InvalidArgument("that agent has no work grant on the todo's project; grant it first")
+        if role != "work":  # the same answer as an unknown agent (issue 13 item 1)
+            raise NotFound("no agent by that name can work on this project")
     todo.assigned_agent_id, todo.updated_at = agent_id, clock.now()
     session.flush()
     return todo

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from switchboard.errors import MalformedPayload
+from switchboard.intake.json_shape import MAX_DEPTH, depth_of_text
 
 TITLE_MAX_CHARS = 200
 _SPACE = re.compile(r"\s+")
@@ -108,6 +109,8 @@ def load_json_object(data: bytes | str) -> dict[str, Any]:
             data = data.decode("utf-8")
         except UnicodeDecodeError:
             raise MalformedPayload("body is not valid UTF-8") from None
+    if depth_of_text(data) > MAX_DEPTH:  # every stored todo stays readable over MCP (issue 13 item 7)
+        raise MalformedPayload(f"body nests deeper than {MAX_DEPTH} levels")
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float,
                            object_pairs_hook=_no_duplicate_keys)

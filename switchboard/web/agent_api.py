@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
 from switchboard.inbox.permissions import start_position
+from switchboard.intake import json_shape
 from switchboard.mcp_server.tools import (
     SESSION_HEADER,
     TOOLS,
@@ -81,10 +82,7 @@ async def invoke_tool(request: Request) -> Response:
         raw = await request.body()
         if len(raw) > MAX_ARGUMENT_BYTES:
             raise InvalidArgument(f"arguments are over {MAX_ARGUMENT_BYTES} bytes")
-        try:
-            arguments: Any = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            raise InvalidArgument("the body must be a JSON object of tool arguments") from None
+        arguments: Any = json_shape.loads(raw) if raw.strip() else {}
     except SwitchboardError as exc:
         return from_error(exc)
     session_id = request.headers.get("x-switchboard-session")
@@ -169,7 +167,8 @@ async def stream(request: Request) -> Response:
     named in the first comment), ``Last-Event-ID`` (resume after that event: no gap, no
     duplicate, across hub restarts). A stream of a session that is already attached replaces
     the old stream at once. Events: ``wake`` (``{content, meta}``) and ``doorbell``, each with
-    its ledger id as the SSE id; heartbeats are comments without ids (DESIGN.md §6.5a).
+    its ledger id as the SSE id; ``unauthenticated`` (no id) when the token is revoked, then the
+    stream ends (issue 13 item 3); heartbeats are comments without ids (DESIGN.md §6.5a).
     Errors: 401 unauthenticated, 400 a bad session id or ``Last-Event-ID``, 429 over
     :data:`MAX_STREAMS_PER_AGENT` streams of this agent in this process.
     """
@@ -186,6 +185,16 @@ async def stream(request: Request) -> Response:
                                                         stream_id, last)
     except SwitchboardError as exc:
         return from_error(exc)
+    revoked = False
+    principal = request.scope.get("state", {}).get("principal")
+    watch = getattr(request.app.state, "revocation_watch", None)
+
+    def on_revoke() -> None:  # the token was revoked: end the stream at once (issue 13 item 3)
+        nonlocal revoked
+        revoked = True
+        sub.close()
+
+    unwatch = watch.register(principal["token_id"], on_revoke) if watch and principal else (lambda: None)
     if hub.streams.attach(sub) is not None:
         log.info("agent stream replaced agent=%s session=%s", caller.agent_id, session_id)
     log.info("agent stream attached agent=%s session=%s", caller.agent_id, session_id)
@@ -198,7 +207,7 @@ async def stream(request: Request) -> Response:
             yield ServerSentEvent(comment=f"attached session={session_id}")
             beat_at = anyio.current_time() + HEARTBEAT_SECONDS
             recheck_until = 0.0
-            while not sub.closed:
+            while not sub.closed or revoked:
                 # The heartbeat is due every HEARTBEAT_SECONDS however busy the stream is: it keeps
                 # the session live for routing (sessions.LIVE_SECONDS) and proves the connection.
                 now = anyio.current_time()
@@ -207,6 +216,10 @@ async def stream(request: Request) -> Response:
                     wait = min(wait, RECHECK_SECONDS)
                 with anyio.move_on_after(max(wait, 0)):
                     await sub.ready.wait()
+                if revoked:  # the token was revoked: say so, then end (issue 13 item 3)
+                    yield ServerSentEvent(event="unauthenticated", data=json.dumps(
+                        {"code": "unauthenticated", "message": "this agent's token was revoked"}))
+                    return
                 if anyio.current_time() >= beat_at:
                     beat_at = anyio.current_time() + HEARTBEAT_SECONDS
                     yield ServerSentEvent(comment="heartbeat")
@@ -228,6 +241,7 @@ async def stream(request: Request) -> Response:
                 if len(rows) == 100:
                     sub.ready.set()  # a long backlog: read on
         finally:
+            unwatch()
             hub.streams.detach(sub)
             with anyio.CancelScope(shield=True):
                 try:

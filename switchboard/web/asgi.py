@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 from a2wsgi import WSGIMiddleware
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -28,37 +28,57 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from switchboard.clock import Clock
 from switchboard.config import Settings
 from switchboard.db import upgrade
-from switchboard.errors import SwitchboardError
+from switchboard.errors import SwitchboardError, Unauthenticated
 from switchboard.hub import Hub
 from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
-from switchboard.mcp_server.tools import bearer, resolve_caller
+from switchboard.mcp_server.sessions import AgentSessions, bind
 from switchboard.web import agent_api, relay_api
 from switchboard.web.flask_app import create_flask_app
+from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
 from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
 from switchboard.web.mcp_problems import MCPProblems
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
+from switchboard.web.revocation_watch import RevocationWatch
 
 log = logging.getLogger(__name__)
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
 class RequireAgent:
-    """ASGI wrapper for ``/mcp``: 401 problem details unless the bearer token is an agent's."""
+    """ASGI wrapper for ``/mcp``: 401 problem details unless the bearer token is an agent's;
+    binds the request to its token (a session answers only the token that opened it) and caps
+    open sessions per agent with 429 + ``Retry-After`` (issue 13 item 4)."""
 
-    def __init__(self, app: ASGIApp, hub: Hub) -> None:
+    def __init__(self, app: ASGIApp, hub: Hub, sessions: AgentSessions | None = None) -> None:
         self.app = app
         self.hub = hub
+        self.sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            try:
-                await anyio.to_thread.run_sync(resolve_caller, self.hub, bearer(headers.get("authorization")))
-            except SwitchboardError as exc:
-                await from_error(exc)(scope, receive, send)
+            principal = scope.get("state", {}).get("principal")
+            if principal is None or principal["kind"] != "agent":
+                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+                try:
+                    principal = await anyio.to_thread.run_sync(authenticate_any, self.hub,
+                                                               headers.get("authorization"))
+                    if principal["kind"] != "agent":
+                        raise Unauthenticated("a valid agent token is required")
+                except SwitchboardError as exc:
+                    await from_error(exc)(scope, receive, send)
+                    return
+            bind(scope, principal["id"], principal["token_id"])
+            opening = scope.get("method") == "POST" and not any(
+                k.lower() == b"mcp-session-id" for k, _ in scope.get("headers", []))
+            if opening and self.sessions is not None and \
+                    self.sessions.count_for(principal["id"]) >= self.sessions.per_agent:
+                await problem(429, "rate_limited",
+                              f"this agent already has {self.sessions.per_agent} open MCP sessions; close one "
+                              "(DELETE /mcp) or let one expire", {"Retry-After": str(RETRY_AFTER_SECONDS)})(
+                    scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -76,9 +96,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         upgrade(settings)
     hub = Hub(settings, clock=clock, role="serve")
     mcp_server = build_server(hub)
-    session_manager = StreamableHTTPSessionManager(
-        app=mcp_server, security_settings=mcp_transport_security(transport_security(settings.public_url), settings)
+    session_manager = AgentSessions(
+        app=mcp_server, security_settings=mcp_transport_security(transport_security(settings.public_url), settings),
+        per_agent=settings.mcp_sessions_per_agent, session_idle_timeout=settings.mcp_session_idle_seconds,
     )
+    watch = RevocationWatch(hub, session_manager)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -87,10 +109,12 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         # loop wants it back. 1 ms keeps the loop's waits short (issue 11: health p99 <= 50 ms).
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         hub.start_sweeper()
-        async with session_manager.run():
+        async with session_manager.run(), anyio.create_task_group() as tasks:
+            tasks.start_soon(watch.run)
             try:
                 yield
             finally:
+                tasks.cancel_scope.cancel()
                 hub.close()
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -103,7 +127,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(MCPProblems(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager)), hub)
+    mcp_app = RequireAgent(MCPProblems(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager)),
+                           hub, session_manager)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
@@ -123,7 +148,10 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
     middleware = [Middleware(RequestIdMiddleware)]
     if settings.trusted_proxies:
         middleware.append(Middleware(ForwardedHost, trusted=settings.trusted_proxies))
+    middleware.append(Middleware(RequestGuard, hub=hub))  # after the proxy headers are settled
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
+    app.state.revocation_watch = watch
+    app.state.mcp_sessions = session_manager
     return app

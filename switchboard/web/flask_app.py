@@ -55,6 +55,9 @@ def create_flask_app(hub: Hub) -> Flask:
     app.register_blueprint(rest_human)
     app.register_blueprint(rest_friends)
     app.register_blueprint(rest_ops)
+    from switchboard.web.rest_revoke import bp as rest_revoke
+
+    app.register_blueprint(rest_revoke)
     openapi_doc: dict[str, Any] = {}
 
     @app.get("/api/v1/openapi.json")

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, current_app, jsonify, request
 
 from switchboard import directory
-from switchboard.errors import InvalidArgument
 from switchboard.inbox import items as inbox
+from switchboard.intake import json_shape
 from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
 from switchboard.web import schemas
 
@@ -42,10 +42,7 @@ def _run(tool: str, args: dict[str, Any], status: int = 200) -> Any:
 
 
 def _json() -> Any:
-    data = request.get_json(force=True, silent=True) if request.get_data() else {}
-    if not isinstance(data, dict):
-        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
-    return data
+    return json_shape.loads_object(request.get_data())
 
 
 @bp.get("/feed")

@@ -24,6 +24,7 @@ from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.errors import InvalidArgument, NotFound
+from switchboard.intake import json_shape
 from switchboard.intake.channel_break import breaks_channel
 from switchboard.mcp_server.tools import bearer
 from switchboard.models import Project, Todo
@@ -49,10 +50,7 @@ def _owned(session: Session) -> list[str]:
 
 
 def _body() -> dict[str, Any]:
-    data = request.get_json(force=True, silent=True) if request.get_data() else {}
-    if not isinstance(data, dict):
-        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
-    return data
+    return json_shape.loads_object(request.get_data())
 
 
 def _todo(session: Session, owned: list[str], todo_id: str) -> Todo:
@@ -107,7 +105,7 @@ def add_todo() -> Any:
             raise NotFound("no such project")
         agent_id = None
         if body.get("assign") is not None:
-            agent_id = directory.agent_by_name(s, str(body["assign"])).id
+            agent_id = directory.assignable_agent(s, body["assign"], project.id).id
         todo, _ = todos.create(s, hub.clock, project_id=project.id, queue=queue, kind="manual", title=title,
                                payload=None)
         todo.priority, todo.assigned_agent_id = priority, agent_id
@@ -128,7 +126,9 @@ def act(todo_id: str, action: str) -> Any:
         if action == "assign":
             if not isinstance(body.get("agent"), str):
                 raise InvalidArgument("agent (the agent's name) is required")
-            todo = todos.assign(s, hub.clock, todo_id, directory.agent_by_name(s, body["agent"]).id)
+            todo_row = _todo(s, owned, todo_id)
+            todo = todos.assign(s, hub.clock, todo_id,
+                                directory.assignable_agent(s, body["agent"], todo_row.project_id).id)
             todo.rung_at, todo.ring_count = None, 0  # the assignee is rung on the next pass
             return jsonify(todos.row(todo))
         raise InvalidArgument(f"unknown action {action!r}; one of retry, cancel, assign")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, current_app, jsonify, request
 
 from switchboard.errors import InvalidArgument
+from switchboard.intake import json_shape
 from switchboard.mcp_server.tools import SESSION_HEADER, bearer, invoke, resolve_caller, session_of
 
 if TYPE_CHECKING:
@@ -36,12 +37,7 @@ def _run(tool: str, args: dict[str, Any]) -> Any:
 
 
 def _body() -> dict[str, Any]:
-    if not request.get_data():
-        return {}
-    data = request.get_json(force=True, silent=True)
-    if not isinstance(data, dict):
-        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
-    return data
+    return json_shape.loads_object(request.get_data())
 
 
 @bp.get("/whoami")

@@ -59,7 +59,7 @@ class Problem(Schema):
 class FeedQuery(Schema):
     project = _ID
     kinds = fields.List(fields.String(validate=validate.OneOf(KINDS)), validate=validate.Length(min=1))
-    since = fields.Integer(validate=validate.Range(min=0))
+    since = fields.Integer(validate=validate.Range(min=0, max=2**63 - 1))
     limit = fields.Integer(validate=validate.Range(1, 200))
 
 
@@ -121,7 +121,7 @@ class InboxItem(Schema):
 
 class InboxQuery(Schema):
     status = fields.String(validate=validate.OneOf(inbox.READ_STATUSES))
-    since = fields.Integer(validate=validate.Range(min=0))
+    since = fields.Integer(validate=validate.Range(min=0, max=2**63 - 1))
     limit = fields.Integer(validate=validate.Range(1, inbox.MAX_READ_LIMIT))
 
 
@@ -133,7 +133,7 @@ class InboxPage(Schema):
 
 class InboxWaitQuery(Schema):
     wait_seconds = fields.Float(validate=validate.Range(0, 60))
-    since = fields.Integer(validate=validate.Range(min=0))
+    since = fields.Integer(validate=validate.Range(min=0, max=2**63 - 1))
 
 
 class InboxWaitResult(Schema):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from switchboard import directory
-from switchboard.errors import Conflict, Forbidden, InvalidArgument
+from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
 from switchboard.models import Todo
 from switchboard.notify.wakes import MAX_RINGS, ring_after_seconds
@@ -249,7 +249,7 @@ def test_assigning_to_an_agent_without_work_is_refused(hub: Hub) -> None:
     _, tid, _ = _setup(hub)
     with hub.db.write() as s:
         lonely = directory.add_agent(s, "lonely", "alice").id
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(NotFound):  # the same answer as an unknown agent (issue 13 item 1)
         _do(hub, todos.assign, tid, lonely)
 
 

@@ -1,0 +1,59 @@
+"""The instance folder's permissions: private to the service's user (issue 13 item 5).
+
+The folder holds the SQLite ledger (deliveries, todos, sealed secrets) and the vault key file.
+:func:`secure` makes the folder ``0700`` and the database files ``0600``. SQLite creates
+``-wal``, ``-shm`` and ``-journal`` files later with the mode of the database file, so creating
+the database file ``0600`` before SQLite first opens it covers them too (its unix VFS,
+``robust_open``/``findCreateFileMode``); existing ones are tightened here as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from switchboard.config import Settings
+
+log = logging.getLogger(__name__)
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+
+
+def sqlite_path(settings: Settings) -> Path | None:
+    """The SQLite file of ``settings`` (``None`` for PostgreSQL or an in-memory database)."""
+    if not settings.is_sqlite:
+        return None
+    path = settings.database_url.split(":///", 1)[-1].split("?", 1)[0]
+    return None if not path or path == ":memory:" else Path(path)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    if info.st_mode & 0o777 != mode and info.st_uid == os.geteuid():
+        os.chmod(path, mode)
+
+
+def secure(settings: Settings) -> None:
+    """Create the instance folder ``0700`` and the database file ``0600``; tighten existing ones.
+
+    A folder or file owned by another user is left as it is (with a warning): the service must
+    not change what it does not own.
+    """
+    home = Path(settings.home)
+    home.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    _tighten(home, FOLDER_MODE)
+    db = sqlite_path(settings)
+    if db is None:
+        return
+    db.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    if not db.exists():
+        os.close(os.open(db, os.O_CREAT | os.O_WRONLY, FILE_MODE))
+    for suffix in SQLITE_SUFFIXES:
+        _tighten(Path(str(db) + suffix), FILE_MODE)
+    if db.stat().st_mode & 0o077:
+        log.warning("database file %s is readable by others and not ours to change; chmod 600 it", db)

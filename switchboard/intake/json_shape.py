@@ -1,0 +1,142 @@
+"""The shape rules every JSON value obeys before it is stored or handed to a handler.
+
+Used at every door: REST bodies (:func:`loads`), tool arguments from any transport
+(:func:`check`, called by :func:`switchboard.mcp_server.tools.validate`), and verified webhook
+bodies (``sources/bodies.py``). The rules (issue 13 item 7, issue 18 item 8):
+
+- nesting at most :data:`MAX_DEPTH` levels (real webhook payloads nest under 20; Python's
+  ``json`` and every reader after it recurse, so a deeper value is refused at the door rather
+  than failing later, e.g. a stored todo that ``todo_get`` could not serialise);
+- no ``NaN``/``Infinity`` and no float that overflows (RFC 8259 §6);
+- integers within a signed 64-bit range (what SQLite and PostgreSQL ``bigint`` hold);
+- no NUL and no lone UTF-16 surrogate in any string or key (they cannot be stored as UTF-8 or
+  in PostgreSQL text).
+
+Every failure is :class:`~switchboard.errors.InvalidArgument` (400 / ``invalid_argument``) with
+a reason that never echoes the value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from switchboard.errors import InvalidArgument
+
+MAX_DEPTH = 64
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("non-standard JSON constant")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def depth_of_text(text: str, limit: int = MAX_DEPTH) -> int:
+    """The bracket nesting depth of JSON ``text`` (strings skipped), stopping past ``limit``.
+
+    Linear and non-recursive, so it runs before the recursive parser ever sees a deep value.
+    """
+    depth = peak = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > peak:
+                peak = depth
+                if peak > limit:
+                    return peak
+        elif ch in "]}":
+            depth -= 1
+    return peak
+
+
+def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse a JSON request body under the shape rules.
+
+    Args:
+        data: the raw body (UTF-8) or text.
+        max_depth: the nesting bound (default :data:`MAX_DEPTH`).
+
+    Returns:
+        The parsed value (any JSON type; callers check for an object).
+
+    Raises:
+        InvalidArgument: not UTF-8, not JSON, too deep, or a value the rules refuse.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument("the body is not valid UTF-8") from None
+    if depth_of_text(data, max_depth) > max_depth:
+        raise InvalidArgument(f"JSON nests deeper than {max_depth} levels")
+    try:
+        value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError):
+        raise InvalidArgument("the body is not valid JSON (RFC 8259: UTF-8, finite numbers)") from None
+    check(value, max_depth=max_depth)
+    return value
+
+
+def check(value: Any, *, max_depth: int = MAX_DEPTH, where: str = "arguments") -> None:
+    """Check an already-parsed value (e.g. MCP arguments parsed by the SDK) under the rules.
+
+    Raises:
+        InvalidArgument: naming ``where`` and the rule broken, never the value.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > max_depth:
+                raise InvalidArgument(f"{where}: JSON nests deeper than {max_depth} levels")
+            if isinstance(item, dict):
+                for key, val in item.items():
+                    if not isinstance(key, str) or _BAD_CHARS.search(key):
+                        raise InvalidArgument(f"{where}: a key holds NUL or a lone UTF-16 surrogate")
+                    stack.append((val, depth + 1))
+            else:
+                stack.extend((val, depth + 1) for val in item)
+        elif isinstance(item, str):
+            if _BAD_CHARS.search(item):
+                raise InvalidArgument(f"{where}: a string holds NUL or a lone UTF-16 surrogate")
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not INT_MIN <= item <= INT_MAX:
+                raise InvalidArgument(f"{where}: an integer is outside the signed 64-bit range")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidArgument(f"{where}: numbers must be finite (no NaN or Infinity)")
+
+
+def loads_object(data: bytes | str) -> dict[str, Any]:
+    """:func:`loads` for bodies that must be a JSON object; an empty body is ``{}``.
+
+    Raises:
+        InvalidArgument: as :func:`loads`, or the value is not an object.
+    """
+    if not (data.strip() if isinstance(data, (bytes, str)) else data):
+        return {}
+    value = loads(data)
+    if not isinstance(value, dict):
+        raise InvalidArgument("the body must be a JSON object (Content-Type: application/json)")
+    return value

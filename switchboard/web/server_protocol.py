@@ -1,0 +1,116 @@
+"""uvicorn settings against slow clients (issue 13 item 8).
+
+uvicorn bounds the idle time between requests on a kept-alive connection (``timeout_keep_alive``)
+but nothing else: a connection that never sends a byte, or sends half its headers, stays open
+forever. :class:`HeaderTimeoutProtocol` (uvicorn's h11 protocol) closes a connection that has
+not sent complete request headers within ``header_timeout_seconds`` of connecting or of its
+previous response, and answers 408 (problem details) when a request's body does not arrive
+within ``body_timeout_seconds`` of its headers. Body sizes are bounded by
+:mod:`switchboard.web.guard` (413).
+
+Behind a reverse proxy, set the proxy's own header and body timeouts too (nginx:
+``client_header_timeout 10s; client_body_timeout 30s; keepalive_timeout 5s``; Caddy:
+``timeouts { read_header 10s read_body 30s idle 5s }``), so slow clients are shed before they
+reach the hub (README, "Deployment").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from switchboard.config import Settings
+from switchboard.web.problems import MEDIA_TYPE, problem_body
+
+KEEP_ALIVE_SECONDS = 5
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """h11 protocol that closes connections slow to send request headers, and answers 408 to a
+    request whose body does not arrive within ``body_timeout`` of its headers.
+
+    One timer per connection: armed for the headers when the connection opens and after each
+    response, re-armed for the body when a request's headers arrive with a body to come, and
+    cancelled once the body is complete (cheaper than a cancel scope around every body read).
+    """
+
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm(self.header_timeout, "headers")
+
+    def _arm(self, seconds: float, waiting_for: str) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed_cycle, self._waiting_for = self.cycle, waiting_for
+        self._timer = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle
+        if self._timer is None or cycle is None:
+            return
+        if self._waiting_for == "headers" and cycle is not self._armed_cycle:
+            if cycle.more_body:
+                self._arm(self.body_timeout, "body")  # headers arrived; now the body
+            else:
+                self._disarm()
+        elif self._waiting_for == "body" and cycle is self._armed_cycle and not cycle.more_body:
+            self._disarm()
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self.transport.is_closing() or self.cycle is not self._armed_cycle:
+            return
+        cycle = self.cycle
+        if self._waiting_for == "headers":
+            self.transport.close()
+        elif cycle is not None and cycle.more_body:
+            # Tell the app the client is gone, then answer 408 unless a response has started.
+            cycle.disconnected = True
+            cycle.message_event.set()
+            if not cycle.response_started:
+                self._send_408()
+            self.transport.close()
+
+    def _send_408(self) -> None:
+        body = json.dumps(problem_body(408, "request_timeout", "the request body did not arrive in time")).encode()
+        headers = [(b"content-type", MEDIA_TYPE.encode()), (b"connection", b"close"),
+                   (b"content-length", str(len(body)).encode())]
+        try:
+            self.transport.write(self.conn.send(h11.Response(status_code=408, headers=headers,
+                                                             reason=b"Request Timeout")) or b"")
+            self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
+            self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        except h11.LocalProtocolError:
+            pass
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm(self.header_timeout, "headers")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.run``/``uvicorn.Config``: the protocol class with
+    ``settings.header_timeout_seconds`` and ``body_timeout_seconds``, and the keep-alive timeout."""
+    protocol = type("SwitchboardHTTP", (HeaderTimeoutProtocol,),
+                    {"header_timeout": float(settings.header_timeout_seconds),
+                     "body_timeout": float(settings.body_timeout_seconds)})
+    return {"http": protocol, "timeout_keep_alive": KEEP_ALIVE_SECONDS}

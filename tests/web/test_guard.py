@@ -1,0 +1,229 @@
+"""The door: authentication before bodies, size and time limits, per-source body bounds (issue 13 items 2, 7, 8)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx2
+import pytest
+
+from switchboard import directory
+from switchboard.hub import Hub
+from tests.conftest import LiveApp, World, configure, serve_in_thread
+
+
+def _human_token(world: World) -> str:
+    hub = Hub(world.settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            directory.add_owner(s, "acme", "alice")
+            return directory.vend_human_token(s, "alice")
+    finally:
+        hub.close()
+
+
+@pytest.fixture
+def tight(settings) -> Iterator[LiveApp]:  # type: ignore[no-untyped-def]
+    """A live app with small limits: 4 KiB REST bodies, 1 s body time, 1 body per source, 2 s headers."""
+    settings = settings.with_overrides(rest_max_body_bytes=4096, body_timeout_seconds=1, source_body_concurrency=1,
+                                       header_timeout_seconds=2)
+    world = configure(settings)
+    for url, hub in serve_in_thread(settings):
+        yield LiveApp(url, hub, world)
+
+
+def _raw(url: str, request: bytes, read_timeout: float = 5.0) -> tuple[bytes, float]:
+    """Send raw bytes, read until the server closes or answers; return (response, seconds taken)."""
+    host, port = url.removeprefix("http://").split(":")
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=read_timeout) as sock:
+        sock.sendall(request)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data or len(data) < 20:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            sock.settimeout(0.3)
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            pass
+    return data, time.monotonic() - started
+
+
+def _status(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1]) if response else 0
+
+
+def test_a_huge_body_without_a_token_is_refused_before_it_is_read(live: LiveApp) -> None:
+    # Declares 128 MiB and sends none of it: the answer cannot depend on reading the body.
+    head = (b"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 134217728\r\n\r\n")
+    response, took = _raw(live.url, head)
+    assert _status(response) == 401
+    assert b'"code":"unauthenticated"' in response.replace(b" ", b"")
+    assert took < 4
+
+
+def test_an_oversized_body_with_a_token_is_413_before_it_is_read(tight: LiveApp) -> None:
+    token = _human_token(tight.world)
+    head = (f"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n").encode()
+    response, _ = _raw(tight.url, head)
+    assert _status(response) == 413 and b"payload_too_large" in response
+
+
+def test_a_chunked_body_over_the_limit_is_413(tight: LiveApp) -> None:
+    token = _human_token(tight.world)
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(10):
+            yield b"x" * 1000
+
+    r = httpx2.post(f"{tight.url}/api/v1/human/todos", content=chunks(), headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 413 and r.json()["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/human/todos", "/api/v1/agent/tools/todo_list", "/api/v1/todos/claim",
+                                  "/mcp"])
+def test_deep_json_is_401_without_a_token_and_400_with_one(live: LiveApp, path: str) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    r = httpx2.post(live.url + path, content=deep, headers={"Content-Type": "application/json"})
+    assert r.status_code == 401 and r.json()["code"] == "unauthenticated"
+    if path == "/mcp":
+        return
+    token = live.world.token if "human" not in path else _human_token(live.world)
+    r = httpx2.post(live.url + path, content=b"[" * 100 + b"]" * 100,
+                    headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument"
+
+
+def test_a_body_trickled_slowly_gets_408(tight: LiveApp) -> None:
+    token = _human_token(tight.world)
+    head = (f"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").encode()
+    response, took = _raw(tight.url, head)
+    assert _status(response) == 408 and b"request_timeout" in response
+    assert took < 4
+
+
+def test_a_source_reads_a_bounded_number_of_bodies_at_once(tight: LiveApp) -> None:
+    host, port = tight.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as slow:
+        slow.sendall(f"POST /hooks/{tight.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{{"
+                     .encode())
+        # the first body is being read (it never completes); a second one for the same source waits for nothing
+
+        def refused() -> httpx2.Response | None:
+            r = httpx2.post(f"{tight.url}/hooks/{tight.world.source_id}", content=b"{}")
+            return r if r.status_code == 429 else None
+
+        from tests.conftest import wait_for
+
+        r = wait_for(refused, timeout=3)
+        assert r.json()["code"] == "rate_limited" and r.headers["Retry-After"] == "1"
+        # another source is not affected
+        other = httpx2.post(f"{tight.url}/hooks/src_nosuchsource0000000000", content=b"{}")
+        assert other.status_code == 404
+
+
+def test_an_idle_connection_and_partial_headers_are_closed(tight: LiveApp) -> None:
+    response, took = _raw(tight.url, b"", read_timeout=8)
+    assert response == b"" and took < 6
+    response, took = _raw(tight.url, b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n", read_timeout=8)
+    assert response == b"" and took < 6
+
+
+def test_a_kept_alive_connection_is_closed_when_the_next_headers_stall(tight: LiveApp) -> None:
+    host, port = tight.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        sock.sendall(b"GET /api/v1/health HTTP/1.1\r\n")
+        while sock.recv(65536):
+            pass
+        assert time.monotonic() - started < 8
+
+
+@pytest.mark.parametrize("path", ["/api/v1/feed?since=1180591620717411303424",
+                                  "/api/v1/inbox?since=1180591620717411303424",
+                                  "/api/v1/inbox/wait?wait_seconds=0&since=1180591620717411303424",
+                                  "/api/v1/inbox/wait?wait_seconds=nan",
+                                  "/api/v1/inbox/wait?wait_seconds=inf"])
+def test_numeric_edges_on_rest_are_400(live: LiveApp, path: str) -> None:
+    r = httpx2.get(live.url + path, headers={"Authorization": f"Bearer {live.world.token}"})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument"
+
+
+@pytest.mark.parametrize(("tool", "raw"), [
+    ("feed_read", b'{"since": 1180591620717411303424}'),
+    ("inbox_read", b'{"since": 1180591620717411303424}'),
+    ("inbox_wait", b'{"since": 1180591620717411303424, "wait_seconds": 0}'),
+    ("inbox_wait", b'{"wait_seconds": NaN}'),
+    ("inbox_wait", b'{"wait_seconds": Infinity}'),
+    ("todo_complete", b'{"id": "td_x", "result": ' + b"[" * 65 + b"]" * 65 + b"}"),
+    ("question_post", b'{"project": "acme", "title": "lone \\ud800 surrogate"}'),
+])
+def test_numeric_and_shape_edges_on_the_tools_route_are_invalid_argument(live: LiveApp, tool: str,
+                                                                        raw: bytes) -> None:
+    r = httpx2.post(f"{live.url}/api/v1/agent/tools/{tool}", content=raw,
+                    headers={"Authorization": f"Bearer {live.world.token}", "Content-Type": "application/json"})
+    assert r.status_code in (200, 400)
+    body = r.json()
+    code = body["structuredContent"]["code"] if r.status_code == 200 else body["code"]
+    assert code == "invalid_argument", body
+
+
+def test_a_lone_surrogate_in_a_human_todo_is_400(live: LiveApp) -> None:
+    token = _human_token(live.world)
+    r = httpx2.post(f"{live.url}/api/v1/human/todos", content=b'{"project": "acme", "title": "x \\udc00 y"}',
+                    headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument"
+
+
+def test_a_lone_surrogate_in_question_post_over_rest_is_400(live: LiveApp) -> None:
+    r = httpx2.post(f"{live.url}/api/v1/inbox/questions", content=b'{"project": "acme", "title": "\\ud83d"}',
+                    headers={"Authorization": f"Bearer {live.world.token}", "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_argument"
+
+
+def test_a_webhook_nested_deeper_than_64_is_refused_and_64_is_readable_over_the_tools(live: LiveApp) -> None:
+    from tests.conftest import CASES, github_headers, wait_for
+
+    issue = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
+    nested: object = "leaf"
+    for _ in range(58):
+        nested = {"n": nested}
+    issue["deep"] = nested  # the payload's depth stays within 64
+    body = json.dumps(issue).encode()
+    assert live.post_hook(body, github_headers(body, live.world.secret)).status_code == 202
+    too_deep = dict(issue, deep=[nested] * 1)
+    deeper: object = too_deep["deep"]
+    for _ in range(8):
+        deeper = [deeper]
+    too_deep["deep"] = deeper
+    body2 = json.dumps(too_deep).encode()
+    r = live.post_hook(body2, github_headers(body2, live.world.secret))
+    assert r.status_code == 400 and r.json()["code"] == "malformed_payload"
+
+    def todo_id() -> str | None:
+        r = httpx2.post(f"{live.url}/api/v1/agent/tools/todo_list", json={},
+                        headers={"Authorization": f"Bearer {live.world.token}"})
+        todos = r.json()["structuredContent"]["todos"]
+        return todos[0]["id"] if todos else None
+
+    tid = wait_for(todo_id)
+    for tool in ("todo_get", "todo_claim"):
+        r = httpx2.post(f"{live.url}/api/v1/agent/tools/{tool}", json={"id": tid},
+                        headers={"Authorization": f"Bearer {live.world.token}"})
+        assert r.status_code == 200 and not r.json()["isError"], r.text
