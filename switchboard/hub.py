@@ -5,12 +5,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from switchboard.clock import Clock, SystemClock
 from switchboard.config import Settings
 from switchboard.db import Database
 from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalBroker, RedisBroker
 from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
+from switchboard.refusals import RefusalTally
+from switchboard.retention import RetentionSchedule, maintain
+
+if TYPE_CHECKING:
+    from switchboard.web.ingest import DeliveryWriter, SourceCache
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,7 @@ class Hub:
         self._inbox_seen: int | None = None  # newest resolution already rung (see reap)
         self._events_seen: int | None = None  # newest agent event already nudged (see reap)
         self.counters: Counter[str] = Counter()
+        self.refusals, self.retention = RefusalTally(), RetentionSchedule()  # issue 14: source show, prune
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         if settings.redis_url:
@@ -52,11 +59,33 @@ class Hub:
             )
         else:
             self.dispatcher = _NoDispatch()
+        self._source_cache: object | None = None
+        self._delivery_writer: object | None = None
         if role in ("serve", "worker"):
             # The intake rules take about a second to build; not on the first delivery's clock.
             from switchboard.intake.screening import warm_up
 
             threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True).start()
+
+    @property
+    def source_cache(self) -> SourceCache:
+        """The receiver's cache of sources and secrets (:mod:`switchboard.web.ingest`)."""
+        if self._source_cache is None:
+            from switchboard.web.ingest import SourceCache
+
+            self._source_cache = SourceCache(self)
+        return self._source_cache  # type: ignore[return-value]
+
+    @property
+    def delivery_writer(self) -> DeliveryWriter:
+        """The grouped delivery writer (started on the first delivery; ``serve`` only)."""
+        if self._delivery_writer is None:
+            with _worker_lock:
+                if self._delivery_writer is None:
+                    from switchboard.web.ingest import DeliveryWriter
+
+                    self._delivery_writer = DeliveryWriter(self, self.dispatcher.submit)
+        return self._delivery_writer  # type: ignore[return-value]
 
     def start_sweeper(self) -> None:
         """Start the maintenance thread: the delivery sweeper and the lease reaper.
@@ -84,6 +113,7 @@ class Hub:
                 now = time.monotonic()
                 try:
                     self.reap()
+                    maintain(self, now)
                     if now >= next_sweep:
                         sweep(self, self.settings.sweep_grace_seconds)
                         next_sweep = now + self.settings.sweep_interval_seconds
@@ -168,9 +198,24 @@ class Hub:
     def close(self) -> None:
         """Stop background threads and close connections."""
         self._stop.set()
+        if self._delivery_writer is not None:
+            self._delivery_writer.close()  # type: ignore[attr-defined]
+        _flush_refusals(self)
         self.dispatcher.close()
         self.broker.close()
         self.db.dispose()
+
+
+def _flush_refusals(hub: Hub) -> None:
+    from switchboard.refusals import flush
+
+    if not hub.refusals:
+        return
+    try:
+        with hub.db.write() as s:
+            flush(s, hub.refusals, hub.clock.now())
+    except Exception:  # noqa: BLE001 - shutting down; counts are best effort
+        log.warning("could not save refusal counts at shutdown")
 
 
 class _NoDispatch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlmodel import SQLModel
 
 from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
+from switchboard.models.operations import SourceRefusal
 from switchboard.models.principals import (
     Agent,
     Grant,
@@ -18,6 +19,7 @@ from switchboard.models.principals import (
 from switchboard.models.secrets import SecretRef
 from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
+from switchboard.models.stamps import ChangeStamp
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
 metadata = SQLModel.metadata
@@ -28,6 +30,7 @@ __all__ = [
     "AgentEvent",
     "AgentSession",
     "Attempt",
+    "ChangeStamp",
     "Delivery",
     "FeedEvent",
     "Grant",
@@ -39,6 +42,7 @@ __all__ = [
     "ProjectOwner",
     "SecretRef",
     "Source",
+    "SourceRefusal",
     "SourceSecret",
     "Subscription",
     "Todo",
