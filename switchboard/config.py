@@ -48,6 +48,12 @@ class Settings:
             shown in ``repr``.
         quarantine_days: how long a quarantined delivery waits for a human before it expires
             (``SWITCHBOARD_QUARANTINE_DAYS``, default 30).
+        permission_expiry_seconds: how long a relayed permission prompt waits for a human, and
+            how long an allowed one stays usable by ``friend_respond``
+            (``SWITCHBOARD_PERMISSION_EXPIRY_SECONDS``, default 600: DESIGN.md §6.5a).
+        notify_coalesce_seconds: per human, at most one prompt notification per this many
+            seconds; prompts inside the window go out as one summary when it closes
+            (``SWITCHBOARD_NOTIFY_COALESCE_SECONDS``, default 30).
         raw_body_days: days a settled delivery keeps its raw body for replay
             (``SWITCHBOARD_RAW_BODY_DAYS``, default 7; DESIGN.md §2).
         retention_days: days deliveries and feed events are kept (``SWITCHBOARD_RETENTION_DAYS``,
@@ -77,6 +83,8 @@ class Settings:
     log_level: str = "WARNING"
     vault_keys: str | None = field(default=None, repr=False)
     quarantine_days: int = 30
+    permission_expiry_seconds: int = 600
+    notify_coalesce_seconds: int = 30
     raw_body_days: int = 7
     retention_days: int = 90
     metrics_token: str | None = field(default=None, repr=False)
@@ -177,6 +185,8 @@ class Settings:
                 problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
                 vault_keys = None
         quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
+        permission_expiry = integer("SWITCHBOARD_PERMISSION_EXPIRY_SECONDS", 600, 10, 86_400)
+        notify_coalesce = integer("SWITCHBOARD_NOTIFY_COALESCE_SECONDS", 30, 0, 3600)
         raw_body_days = integer("SWITCHBOARD_RAW_BODY_DAYS", 7, 0, 3650)
         retention_days = integer("SWITCHBOARD_RETENTION_DAYS", 90, 1, 36500)
         if raw_body_days > retention_days:
@@ -204,6 +214,8 @@ class Settings:
             log_level=log_level,
             vault_keys=vault_keys,
             quarantine_days=quarantine_days,
+            permission_expiry_seconds=permission_expiry,
+            notify_coalesce_seconds=notify_coalesce,
             raw_body_days=raw_body_days,
             retention_days=retention_days,
             metrics_token=metrics_token,

@@ -155,7 +155,17 @@ class Hub:
         counts["rung"] = wakes.todos  # todos rung (coalesced into len(wakes) wakes)
         counts["wakes"] = len(wakes)
         counts["expired"] = len(expired_for)
+        from switchboard.inbox import alerts
+
+        alerts.send_due(self)
         return counts
+
+    def after_decision(self, agent_id: str) -> None:
+        """After a human resolved an item of ``agent_id``: ring its ``inbox_wait`` and tell its
+        streams to look (a permission verdict is an event for the relaying session only, written
+        with the decision; DESIGN.md §6.5a). Best effort: the ledger keeps both."""
+        self.broker.publish_inbox(agent_id)
+        self.broker.publish_event(agent_id, None)
 
     def _events_elsewhere(self) -> set[tuple[str, str | None]]:
         """Streams with agent events written since the last pass (by the CLI's ``doctor``, or

@@ -22,8 +22,9 @@ Thin and generic, and never half-connected:
 Claude Code reference (``notes/mcp-and-channels.md``): the channel capability is
 ``capabilities.experimental["claude/channel"]``; the notification's ``content`` is inserted
 unescaped into ``<channel source=NAME ...>`` where ``NAME`` is the ``.mcp.json`` server name and
-``meta`` keys must be identifiers. The permission-relay capability is not declared here: the
-relay branch adds it with its forwarding.
+``meta`` keys must be identifiers. The permission relay (``claude/channel/permission``,
+prompts forwarded to the hub, verdicts pushed back to this session only) lives in
+:mod:`switchboard.mcp_server.relay_adapter`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict
 
 from switchboard import __version__
+from switchboard.mcp_server import relay_adapter
 from switchboard.mcp_server.hub_server import to_call_tool_result, tool_definitions, trailer_middleware
 from switchboard.mcp_server.tools import error_text
 from switchboard.models.base import new_id
@@ -122,6 +124,7 @@ class ChannelServer(Server[Any]):
         experimental = dict(experimental_capabilities or {})
         if not is_modern(protocol_version):
             experimental.setdefault("claude/channel", {})
+            experimental.setdefault(relay_adapter.PERMISSION_CAPABILITY, {})
         return super().get_capabilities(notification_options, experimental, extensions,
                                         protocol_version=protocol_version)
 
@@ -272,6 +275,7 @@ def build_channel_server(bridge: Bridge) -> ChannelServer:
     # puts it back on the stdio wire (DESIGN.md §6.4).
     server.middleware.append(trailer_middleware)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, on_initialized)
+    relay_adapter.install(server, bridge)
     return server
 
 
@@ -307,6 +311,8 @@ async def serve_stdio(url: str, token: str) -> None:
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
+            if bridge.session is not None:
+                await relay_adapter.close_session(bridge)
             await bridge.client.aclose()
 
 

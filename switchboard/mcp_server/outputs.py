@@ -24,7 +24,7 @@ NOTIFICATIONS = {
         "pending": {"type": "array", "items": {
             "type": "object",
             "properties": {"source": {"type": "string", "enum": ["attention", "subscription"]}, "kind": STR,
-                           "id": {"type": ["string", "integer"]}, "project_id": STR, "title": STR, "at": STR},
+                           "id": {"type": ["string", "integer"]}, "project_id": NSTR, "title": STR, "at": STR},
             "required": ["source", "kind", "id", "project_id", "title", "at"],
         }},
         "more": BOOL,
@@ -38,7 +38,7 @@ TODO_ROW = {"type": "object", "properties": {"id": STR, "project_id": STR, "queu
 ATTEMPT = {"type": "object", "properties": {"number": INT, "agent_id": NSTR, "outcome": NSTR}}
 TODO_FULL = {**TODO_ROW, "properties": {**TODO_ROW["properties"], "payload": {}, "result": {},
                                         "attempts": {"type": "array", "items": ATTEMPT}}}
-INBOX_ITEM = {"type": "object", "properties": {"id": STR, "kind": STR, "project_id": STR, "status": STR, "title": STR,
+INBOX_ITEM = {"type": "object", "properties": {"id": STR, "kind": STR, "project_id": NSTR, "status": STR, "title": STR,
                                                "answer": NSTR, "decision": NSTR, "expires_at": NSTR},
               "required": ["id", "kind", "status", "title"]}
 EVENT = {"type": "object", "properties": {"id": INT, "project_id": STR, "kind": STR, "subject_id": NSTR, "title": STR,

@@ -55,6 +55,7 @@ class Caller:
     human_id: str
     session_key: str | None = None
     """The calling session, which a token-less lease is bound to (:func:`session_of`)."""
+    session_id: str | None = None  # the channel adapter's session (X-Switchboard-Session), if any
 
 
 @dataclass(frozen=True)
@@ -449,6 +450,9 @@ TOOLS: list[ToolSpec] = [
         _schema({"ring_id": {**_ID, "description": "The ring_id attribute of the doorbell wake."}}, ["ring_id"]),
         outputs.DOORBELL_ACK, WRITE_IDEMPOTENT, _doorbell_ack, lambda r: f"doorbell {r['ring_id']} heard"),
 ]
+from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # specs built on ToolSpec above
+
+TOOLS.extend(RELAY_TOOLS)
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 

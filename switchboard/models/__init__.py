@@ -16,6 +16,7 @@ from switchboard.models.principals import (
     ProjectOwner,
     Token,
 )
+from switchboard.models.relay import FriendRequest, Friendship, NotifyTarget
 from switchboard.models.secrets import SecretRef
 from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
@@ -33,11 +34,14 @@ __all__ = [
     "ChangeStamp",
     "Delivery",
     "FeedEvent",
+    "FriendRequest",
+    "Friendship",
     "Grant",
     "Human",
     "HumanToken",
     "Identity",
     "InboxItem",
+    "NotifyTarget",
     "Project",
     "ProjectOwner",
     "SecretRef",

@@ -52,6 +52,12 @@ SELECT CASE WHEN EXISTS (
 """)
 
 
+_NOUNS = {"question": "Question", "approval": "Approval", "permission": "Permission prompt",
+          "friend": "Friend request"}
+_KINDS = {"question": "question.answered", "approval": "approval.decided", "permission": "permission.decided",
+          "friend": "friend.decided"}
+
+
 def probe(session: Session, agent_id: str) -> bool:
     """True when something may be pending for ``agent_id`` (one statement, indexed lookups)."""
     return bool(session.execute(PROBE, {"agent": agent_id}).scalar())
@@ -117,10 +123,9 @@ def drain(session: Session, agent_id: str, budget: int = MAX_ITEMS) -> tuple[lis
         rows, more = rows[:budget], True
     if rows and cursors.advance(session, agent_id, cursors.ATTENTION, "", old, int(rows[-1].resolved_event_id or 0)):
         for item in rows:
-            noun = "Question" if item.kind == "question" else "Approval"
+            noun = _NOUNS.get(item.kind, "Approval")
             what = {"answered": "answered", "expired": "expired"}.get(item.status, f"{item.decision}d")
-            items.append({"source": "attention",
-                          "kind": "question.answered" if item.kind == "question" else "approval.decided",
+            items.append({"source": "attention", "kind": _KINDS.get(item.kind, "approval.decided"),
                           "id": item.id, "project_id": item.project_id, "title": f"{noun} {what}: {item.title}",
                           "at": iso(item.resolved_at)})
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from sqlmodel import Session
 from switchboard import metrics
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
+from switchboard.inbox import chat_verdicts
 from switchboard.intake import quarantine, screening, vault
 from switchboard.intake.attribution import Attribution, attribute
 from switchboard.intake.channel_break import Break
@@ -70,7 +72,6 @@ def _prepare(hub: Hub, delivery_id: str) -> _Prepared | None:
     return _Prepared(delivery_id, envelope, screening.screen(body, headers, envelope, adapter, queue))
 
 
-@metrics.timed_processing
 def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     """Process one delivery if it is still ``received``.
 
@@ -88,19 +89,25 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
         Exception: whatever failed; nothing of the batch is committed then (callers retry
         the deliveries one at a time, see :class:`~switchboard.queue.dispatcher.InlineDispatcher`).
     """
+    started = time.perf_counter()
     prepared = [_prepare(hub, delivery_id) for delivery_id in delivery_ids]
     wakes: list[tuple[Wake, Any]] = []
     statuses: list[str | None] = []
+    decided_for: list[str] = []  # agents whose prompt a chat verdict decided
     with hub.db.write() as session:
         cache = _directory_cache(hub, session)
         for item in prepared:
             if item is None:
                 statuses.append(None)
                 continue
-            status, wake, received_at = _apply(hub, session, item, cache)
+            status, wake, received_at = _apply(hub, session, item, cache, decided_for)
             statuses.append(status)
             if wake is not None:
                 wakes.append((wake, received_at))
+    # Each delivery of the batch waited for the whole batch: that is its processing time.
+    metrics.processing_observed(time.perf_counter() - started, sum(1 for st in statuses if st is not None))
+    for agent_id in decided_for:  # the verdict goes out after the commit
+        hub.after_decision(agent_id)
     for wake, received_at in wakes:
         metrics.wake_published(received_at, hub.clock.now())
         hub.broker.publish_wake(wake)
@@ -165,9 +172,12 @@ def _directory_cache(hub: Hub, session: Session) -> DirectoryCache:
     return cache
 
 
-def _apply(hub: Hub, session: Session, item: _Prepared,
-           cache: DirectoryCache) -> tuple[str | None, Wake | None, Any]:
+def _apply(hub: Hub, session: Session, item: _Prepared, cache: DirectoryCache,
+           decided_for: list[str]) -> tuple[str | None, Wake | None, Any]:
     """The database half of processing, in the caller's write transaction.
+
+    ``decided_for`` collects the agents whose permission prompt a chat verdict decided, so the
+    caller can send the verdict after the commit (DESIGN.md §6.5).
 
     Returns:
         ``(new status or None, the wake to publish or None, the delivery's received_at)``.
@@ -207,6 +217,10 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
     if sender is not None and sender.external_id == SOURCE_SENDER:
         sender = replace(sender, external_id=source.id)
     who = cache.attribute(session, sender, source)
+    verdict = None
+    if who.human_id is not None and source.provider in chat_verdicts.PROVIDERS:
+        # Only the sender's own attributed identity can answer a prompt, never a release.
+        verdict = chat_verdicts.parse(chat_verdicts.message_text(source.provider, envelope.payload))
     if who.human_id is None and delivery.released_by is not None:
         # A human released it from quarantine and answers for it.
         who = Attribution(delivery.released_by, None)
@@ -219,6 +233,9 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
                     origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}")
         return delivery.status, None, delivery.received_at
     delivery.human_id = who.human_id
+    if verdict is not None:
+        return (_consume_verdict(hub, session, delivery, project_id, who.human_id, verdict, decided_for), None,
+                delivery.received_at)
     if screened.secrets:
         vault.store(session, vault.load_key_ring(hub.settings), project_id, delivery.id, screened.secrets, now)
 
@@ -243,6 +260,24 @@ def _apply(hub: Hub, session: Session, item: _Prepared,
     name, agents = cache.recipients_of(session, project_id)
     return ("processed", Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents)),
             delivery.received_at)
+
+
+def _consume_verdict(hub: Hub, session: Session, delivery: Delivery, project_id: str, human_id: str,
+                     verdict: tuple[str, str], decided_for: list[str]) -> str:
+    """A chat verdict is consumed: no todo, one feed event (DESIGN.md §6.5); it decides the
+    human's one open prompt with that id, else it is ignored (and logged by ``apply``)."""
+    decision, request_id = verdict
+    outcome = chat_verdicts.apply(session, hub.clock, human_id, decision, request_id)
+    delivery.status = "processed"
+    if outcome["outcome"] == "decided":
+        decided_for.append(outcome["agent_id"])
+        title = f"Chat verdict: permission prompt {request_id} {decision}d"
+    else:
+        title = f"Chat verdict ignored: {outcome['outcome']} request id {request_id}"
+    feed.append(session, hub.clock, project_id, "delivery.received", title, subject_id=delivery.id,
+                data={"kind": "chat.verdict", "outcome": outcome["outcome"], "request_id": request_id},
+                origin_key=f"{delivery.id}:received")
+    return delivery.status
 
 
 def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:

@@ -17,6 +17,7 @@ Every route needs ``Authorization: Bearer <agent token>`` (401 problem details o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
+from switchboard.inbox.permissions import start_position
 from switchboard.mcp_server.tools import (
     SESSION_HEADER,
     TOOLS,
@@ -85,6 +87,9 @@ async def invoke_tool(request: Request) -> Response:
             raise InvalidArgument("the body must be a JSON object of tool arguments") from None
     except SwitchboardError as exc:
         return from_error(exc)
+    session_id = request.headers.get("x-switchboard-session")
+    if session_id:  # binds a relayed permission prompt to this call (DESIGN.md §6.6)
+        caller = dataclasses.replace(caller, session_id=session_id[:80])
     result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
     return JSONResponse(result)
 
@@ -135,7 +140,8 @@ def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str, last
     """Record the session, pick the stream's start position, and ring what already waits."""
     with hub.db.write() as s:
         sessions.attach(s, hub.clock, agent_id, session_id, stream_id)
-        position = last if last is not None else sessions.newest_id(s, agent_id)
+        # Without Last-Event-ID: after the newest event, but not past verdicts for this session.
+        position = last if last is not None else start_position(s, agent_id, session_id)
         wake = attach_ring(s, hub.clock, agent_id, session_id)
     return position, wake
 

@@ -33,11 +33,11 @@ from switchboard.hub import Hub
 from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
-from switchboard.web import agent_api
+from switchboard.web import agent_api, relay_api
 from switchboard.web.flask_app import create_flask_app
+from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
 from switchboard.web.mcp_problems import MCPProblems
-from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 
@@ -103,8 +103,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(McpStreamRules(MCPProblems(StreamableHTTPASGIApp(session_manager)), hub, session_manager),
-                           hub)
+    mcp_app = RequireAgent(MCPProblems(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager)), hub)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
@@ -116,6 +115,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/tools/{name}", agent_api.invoke_tool, methods=["POST"]),
         Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
+        Route("/api/v1/agent/permission", relay_api.permission_request, methods=["POST"]),
+        Route("/api/v1/agent/session/close", relay_api.close_session, methods=["POST"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
     # Behind a reverse proxy: X-Forwarded-* only from SWITCHBOARD_TRUSTED_PROXIES (issue 12 #9).

@@ -45,6 +45,7 @@ def create_flask_app(hub: Hub) -> Flask:
 
     from switchboard.web.openapi import build_spec
     from switchboard.web.rest_agent import bp as rest_agent
+    from switchboard.web.rest_friends import bp as rest_friends
     from switchboard.web.rest_human import bp as rest_human
     from switchboard.web.rest_ops import bp as rest_ops
     from switchboard.web.rest_todos import bp as rest_todos
@@ -52,6 +53,7 @@ def create_flask_app(hub: Hub) -> Flask:
     app.register_blueprint(rest_todos)
     app.register_blueprint(rest_agent)
     app.register_blueprint(rest_human)
+    app.register_blueprint(rest_friends)
     app.register_blueprint(rest_ops)
     openapi_doc: dict[str, Any] = {}
 
