@@ -17,6 +17,7 @@ from switchboard.models.principals import (
 )
 from switchboard.models.secrets import SecretRef
 from switchboard.models.sources import Delivery, Source, SourceSecret
+from switchboard.models.web import LoginLink, WebSession
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
 metadata = SQLModel.metadata
@@ -32,6 +33,7 @@ __all__ = [
     "HumanToken",
     "Identity",
     "InboxItem",
+    "LoginLink",
     "Project",
     "ProjectOwner",
     "SecretRef",
@@ -40,5 +42,6 @@ __all__ = [
     "Subscription",
     "Todo",
     "Token",
+    "WebSession",
     "metadata",
 ]

@@ -30,7 +30,7 @@ from switchboard.errors import SwitchboardError
 from switchboard.hub import Hub
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
-from switchboard.web import agent_api
+from switchboard.web import agent_api, human_stream
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
@@ -104,9 +104,12 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/tools/{name}", agent_api.invoke_tool, methods=["POST"]),
         Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
+        Route("/api/v1/stream", human_stream.stream, methods=["GET"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
+    # The human stream reads the UI's signed session cookie with the Flask app's own serializer.
+    app.state.cookie_loader = flask_app.session_interface.get_signing_serializer(flask_app).loads  # type: ignore[attr-defined]
     return app

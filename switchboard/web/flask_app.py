@@ -1,4 +1,4 @@
-"""The human-facing Flask app (REST API, later the web UI), mounted under the ASGI root.
+"""The human-facing Flask app (REST API and the web UI under ``/ui/``), mounted under the ASGI root.
 
 Every error is RFC 9457 problem details, rendered here in one place.
 """
@@ -44,6 +44,9 @@ def create_flask_app(hub: Hub) -> Flask:
     app.register_blueprint(rest_todos)
     app.register_blueprint(rest_agent)
     app.register_blueprint(rest_human)
+    from switchboard.web import ui
+
+    ui.install(app)  # the web UI under /ui/ (sessions, CSRF)
     openapi_doc: dict[str, Any] = {}
 
     @app.get("/api/v1/openapi.json")

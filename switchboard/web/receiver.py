@@ -76,6 +76,7 @@ async def receive(request: Request) -> Response:
         if exc.status == 401:
             log.info("delivery refused for %s: %s", source_id[:40], exc.code)
             hub.counters["deliveries_unverified"] += 1
+            hub.counters[f"deliveries_unverified:{source_id}"] += 1  # per source, for the web UI
         elif exc.status == 413:
             hub.counters["deliveries_too_large"] += 1
         return from_error(exc)
