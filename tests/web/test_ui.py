@@ -81,6 +81,7 @@ def test_every_page_renders_for_a_signed_in_owner(live: LiveApp) -> None:
     for path in PAGES:
         r = client.get(path)
         assert r.status_code == 200 and "alice" in r.text, path
+        assert r.headers["cache-control"] == "no-store" and r.headers["x-frame-options"] == "DENY"
     sources = client.get("/ui/sources").text
     assert f"{live.hub.settings.public_url}/hooks/{live.world.source_id}" in sources
     assert live.world.secret not in sources

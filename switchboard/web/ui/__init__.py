@@ -91,6 +91,30 @@ def _guard() -> Any:
     return None
 
 
+@bp.after_request
+def _no_store(resp: Any) -> Any:
+    # Pages carry per-human data and, once, tokens and secrets: never cached or stored.
+    resp.headers["Cache-Control"] = "no-store"
+    resp.headers["X-Frame-Options"] = "DENY"
+    resp.headers["Referrer-Policy"] = "same-origin"
+    return resp
+
+
+@bp.app_template_filter("when")
+def when(value: Any) -> str:
+    """A UTC time (``datetime`` or ISO 8601 text) as ``2026-12-01 09:30:05 UTC``; '' for none."""
+    from datetime import datetime, timezone
+
+    if value in (None, ""):
+        return ""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    return str(value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
 @bp.errorhandler(SwitchboardError)
 def _on_error(exc: SwitchboardError) -> Any:
     return render_template("ui/error.html", code=exc.code, message=exc.message), exc.status

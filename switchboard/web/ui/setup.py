@@ -136,9 +136,14 @@ def _agent(s: Any, name: str) -> Agent:
 
 
 def mcp_snippet(url: str, token: str) -> str:
-    """The ``.mcp.json`` that points Claude Code's channel adapter at this hub (README)."""
+    """The ``.mcp.json`` that points Claude Code's channel adapter at this hub (README): the
+    ``switchboard`` beside this server's interpreter when there is one, the public URL."""
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("switchboard")
     return json.dumps({"mcpServers": {"switchboard": {
-        "command": "switchboard", "args": ["channel", "--url", url], "env": {"SWITCHBOARD_TOKEN": token}}}},
+        "command": str(exe) if exe.exists() else "switchboard", "args": ["channel", "--url", url], "env": {"SWITCHBOARD_TOKEN": token}}}},
         indent=2)
 
 
