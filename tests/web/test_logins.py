@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,7 +16,7 @@ from tests.conftest import World, cli, cli_env
 
 @pytest.fixture
 def hub(world: World) -> Hub:
-    hub = Hub(world.settings, clock=FixedClock(datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)), role="cli")
+    hub = Hub(world.settings, clock=FixedClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC)), role="cli")
     yield hub
     hub.close()
 

@@ -13,7 +13,14 @@ from switchboard.models import Delivery, InboxItem, Todo, Token
 from switchboard.queue import todos
 from tests.conftest import LiveApp
 from tests.web.ui_support import (
-    add_human, csrf, linked_issue, login_url, own, post_form, signed_in, stranger_delivery,
+    add_human,
+    csrf,
+    linked_issue,
+    login_url,
+    own,
+    post_form,
+    signed_in,
+    stranger_delivery,
 )
 
 PAGES = ["/ui/inbox", "/ui/quarantine", "/ui/todos", "/ui/feed", "/ui/sources", "/ui/agents"]

@@ -18,6 +18,7 @@ Pages: :mod:`.inbox`, :mod:`.work` (quarantine, todos, feed), :mod:`.setup` (sou
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -103,16 +104,14 @@ def _no_store(resp: Any) -> Any:
 @bp.app_template_filter("when")
 def when(value: Any) -> str:
     """A UTC time (``datetime`` or ISO 8601 text) as ``2026-12-01 09:30:05 UTC``; '' for none."""
-    from datetime import datetime, timezone
-
     if value in (None, ""):
         return ""
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = datetime.fromisoformat(value)
         except ValueError:
             return value
-    return str(value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    return str(value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 
 @bp.errorhandler(SwitchboardError)

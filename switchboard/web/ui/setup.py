@@ -36,8 +36,8 @@ SETUP_STEPS: dict[str, list[str]] = {
                 "Secret: the secret below."],
     "gitlab": ["Project → Settings → Webhooks.", "URL: the webhook URL below.",
                "Secret token: the secret below (or create the source with GitLab's signing token whsec_…)."],
-    "slack": ["App settings → Event Subscriptions → Request URL: the webhook URL below (Slack's "
-              "url_verification is answered once verified).",
+    "slack": [("App settings → Event Subscriptions → Request URL: the webhook URL below "
+               "(Slack's url_verification is answered once verified)."),
               "Use the same URL for Slash Commands and Interactivity.",
               "The secret is the app's Basic Information → Signing Secret, entered when creating the source."],
     "discord": ["Developer Portal → General Information → Interactions Endpoint URL: the webhook URL below.",
@@ -119,7 +119,7 @@ def source_rotate(source_id: str) -> Any:
     secret = (request.form.get("secret") or "").strip() or None
     with write_session() as s:
         source = _source(s, source_id)
-        row, value = directory.rotate_secret(s, source.id, hub().clock.now(), keep, secret)
+        _, value = directory.rotate_secret(s, source.id, hub().clock.now(), keep, secret)
         provider = source.provider
     return render_template("ui/source_created.html", source_id=source_id, url=_url(source_id), provider=provider,
                            secret=value if secret is None else None, steps=SETUP_STEPS.get(provider, []),
