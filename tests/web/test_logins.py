@@ -4,19 +4,29 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from switchboard.clock import FixedClock
+from switchboard.config import Settings
 from switchboard.errors import NotFound, Unauthenticated
 from switchboard.hub import Hub
 from switchboard.web import logins
-from tests.conftest import World, cli, cli_env
+from tests.conftest import World, cli, cli_env, configure
+from tests.services import fresh_postgres_database
 
 
-@pytest.fixture
-def hub(world: World) -> Hub:
-    hub = Hub(world.settings, clock=FixedClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC)), role="cli")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Hub:
+    """alice's world on SQLite and on PostgreSQL, with a clock that moves only when told."""
+    if request.param == "sqlite":
+        settings = Settings(home=tmp_path / "instance")
+    else:
+        url = request.getfixturevalue("postgres_url")
+        settings = Settings(home=tmp_path / "instance", database_url=fresh_postgres_database(url))
+    configure(settings)
+    hub = Hub(settings, clock=FixedClock(datetime(2026, 12, 1, 9, 0, tzinfo=UTC)), role="cli")
     yield hub
     hub.close()
 
@@ -41,7 +51,7 @@ def test_a_link_expires_after_ten_minutes(hub: Hub) -> None:
     assert _redeem(hub, fresh).startswith("sbw_")
 
 
-def test_a_link_works_once_even_when_two_redeem_at_once(hub: Hub, world: World) -> None:
+def test_a_link_works_once_even_when_two_redeem_at_once(hub: Hub) -> None:
     token = _link(hub)
     results: list[str] = []
     barrier = threading.Barrier(4)
