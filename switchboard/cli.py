@@ -642,8 +642,10 @@ def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[st
     lines = []
     for r in rows:
         extra = f" options: {', '.join(r['options'])}" if r["options"] else ""
+        if r["kind"] == "permission":
+            extra = f" (reply `yes {r['request_id']}` or `no {r['request_id']}`): {r['body'] or ''}"
         result = f" -> {r['answer'] or r['decision']}" if r["status"] != "open" and (r["answer"] or r["decision"]) else ""
-        lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project']} from {r['agent']} to {r['human']}: "
+        lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project'] or '-'} from {r['agent']} to {r['human']}: "
                      f"{r['title']}{extra}{result}")
     return {"items": rows}, "\n".join(lines) or "no inbox items"
 
@@ -793,3 +795,72 @@ def vault_rotate() -> tuple[dict[str, Any], str]:
     return ({"primary": done.primary, "re_encrypted": done.re_encrypted, "retired": done.retired,
              "unreadable": done.unreadable},
             f"primary key {done.primary}; {done.re_encrypted} secrets re-encrypted; retired: {retired}{hint}{lost}")
+
+
+@human.command("notify")
+@click.argument("name")
+@click.option("--url", default=None, help="An Apprise URL (slack://..., tgram://..., ntfy://..., json://...).")
+@click.option("--off", is_flag=True, help="Stop notifications for NAME.")
+@admin
+def human_notify(name: str, url: str | None, off: bool) -> tuple[dict[str, Any], str]:
+    """Notify NAME when a permission prompt waits (Apprise URL, stored encrypted), or --off."""
+    from switchboard.errors import InvalidArgument
+    from switchboard.inbox import alerts
+
+    if off == (url is not None):
+        raise InvalidArgument("give exactly one of --url APPRISE_URL or --off")
+    hub = _hub_cli()
+    try:
+        with hub.db.write() as s:
+            data = alerts.set_target(s, hub.clock, directory.human_by_name(s, name).id, None if off else url)
+    finally:
+        hub.close()
+    return {"human": name, **data}, f"{name}: prompt notifications {'on' if data['notify'] else 'off'}"
+
+
+@main.group()
+def friend() -> None:
+    """Friendships between agents of different humans: list and revoke them (the human side)."""
+
+
+@friend.command("list")
+@click.option("--human", "human_name", default=None, help="Only friendships this human is part of.")
+@admin
+def friend_list(human_name: str | None) -> tuple[dict[str, Any], str]:
+    """List friendships, newest first."""
+    from switchboard.friends import requests as friends
+
+    hub = _hub_cli()
+    try:
+        with hub.db.read() as s:
+            human_id = directory.human_by_name(s, human_name).id if human_name else None
+            rows = friends.list_for_human(s, human_id)
+    finally:
+        hub.close()
+    lines = [f"{f['friendship_id']} {f['from_agent']} ({f['from_human']}) -> {f['to_agent']} ({f['to_human']}) "
+             f"on {', '.join(f['queues'])}{'' if f['active'] else ' [revoked]'}" for f in rows]
+    return {"friendships": rows}, "\n".join(lines) or "no friendships"
+
+
+@friend.command("revoke")
+@click.argument("friendship_id")
+@click.option("--as", "human_name", default=None,
+              help="The revoking human, either side (default: the human whose agent receives the work).")
+@admin
+def friend_revoke(friendship_id: str, human_name: str | None) -> tuple[dict[str, Any], str]:
+    """Revoke FRIENDSHIP_ID: no new todos flow through it from this moment."""
+    from switchboard.errors import NotFound
+    from switchboard.friends import requests as friends
+    from switchboard.models import Friendship
+
+    hub = _hub_cli()
+    try:
+        with hub.db.write() as s:
+            fs = s.get(Friendship, friendship_id)
+            if fs is None:
+                raise NotFound("no such friendship")
+            human_id = directory.human_by_name(s, human_name).id if human_name else fs.to_human_id
+            data = friends.revoke(s, hub.clock, friendship_id, human_id=human_id)
+    finally:
+        hub.close()
+    return data, f"{friendship_id} revoked"

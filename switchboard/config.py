@@ -45,6 +45,12 @@ class Settings:
             shown in ``repr``.
         quarantine_days: how long a quarantined delivery waits for a human before it expires
             (``SWITCHBOARD_QUARANTINE_DAYS``, default 30).
+        permission_expiry_seconds: how long a relayed permission prompt waits for a human, and
+            how long an allowed one stays usable by ``friend_respond``
+            (``SWITCHBOARD_PERMISSION_EXPIRY_SECONDS``, default 600: DESIGN.md §6.5a).
+        notify_coalesce_seconds: per human, at most one prompt notification per this many
+            seconds; prompts inside the window go out as one summary when it closes
+            (``SWITCHBOARD_NOTIFY_COALESCE_SECONDS``, default 30).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -60,6 +66,8 @@ class Settings:
     log_level: str = "WARNING"
     vault_keys: str | None = field(default=None, repr=False)
     quarantine_days: int = 30
+    permission_expiry_seconds: int = 600
+    notify_coalesce_seconds: int = 30
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -154,6 +162,8 @@ class Settings:
                 problems.append(f"SWITCHBOARD_VAULT_KEYS: {exc}")
                 vault_keys = None
         quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
+        permission_expiry = integer("SWITCHBOARD_PERMISSION_EXPIRY_SECONDS", 600, 10, 86_400)
+        notify_coalesce = integer("SWITCHBOARD_NOTIFY_COALESCE_SECONDS", 30, 0, 3600)
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -167,4 +177,6 @@ class Settings:
             log_level=log_level,
             vault_keys=vault_keys,
             quarantine_days=quarantine_days,
+            permission_expiry_seconds=permission_expiry,
+            notify_coalesce_seconds=notify_coalesce,
         )

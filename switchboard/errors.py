@@ -13,6 +13,7 @@ problem details, the MCP layer into tool errors ``{code, message, retryable}``
     ├── Unauthenticated (unauthenticated, 401)
     │   └── VerificationFailed (signature_invalid, 401)   bad/missing signature, stale timestamp
     ├── Forbidden (forbidden, 403)
+    │   └── HumanApprovalRequired (human_approval_required, 403)   needs a bound human decision
     ├── NotFound (not_found, 404)
     ├── Conflict (conflict, 409)
     ├── PayloadTooLarge (payload_too_large, 413)
@@ -74,6 +75,12 @@ class Forbidden(SwitchboardError):
 
     code = "forbidden"
     status = 403
+
+
+class HumanApprovalRequired(Forbidden):
+    """This needs a human's decision first."""
+
+    code = "human_approval_required"
 
 
 class NotFound(SwitchboardError):

@@ -101,6 +101,7 @@ class Hub:
         ``inbox_wait`` rung for resolutions made in another process without Redis (the CLI)."""
         from switchboard.inbox.items import expire_due
         from switchboard.models import Todo
+        from switchboard.notify import sessions
         from switchboard.notify.wakes import due_rings
         from switchboard.queue.leases import reap
 
@@ -112,13 +113,25 @@ class Hub:
                     todo.rung_at, todo.ring_count = None, 0
             wakes = due_rings(s, self.clock)
             expired_for = expire_due(s, self.clock)
+            sessions.prune(s, self.clock)
         for wake in wakes:
             self.broker.publish_wake(wake)
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
+            self.broker.publish_event(agent_id, None)  # a verdict decided by the CLI, for example
         counts["rung"] = len(wakes)
         counts["expired"] = len(expired_for)
+        from switchboard.inbox import alerts
+
+        alerts.send_due(self)
         return counts
+
+    def after_decision(self, agent_id: str) -> None:
+        """After a human resolved an item of ``agent_id``: ring its ``inbox_wait`` and tell its
+        streams to look (a permission verdict is an event for the relaying session only, written
+        with the decision; DESIGN.md §6.5a). Best effort: the ledger keeps both."""
+        self.broker.publish_inbox(agent_id)
+        self.broker.publish_event(agent_id, None)
 
     def _resolved_elsewhere(self) -> list[str]:
         """Agents with items resolved since the last pass (one indexed read on

@@ -97,9 +97,10 @@ async def test_github_delivery_wakes_the_channel_and_is_claimed(tmp_path: Path) 
             assert anyio.current_time() - started < 1.0, "wake within a second of the delivery"
             todo_id = wake.meta["todo_id"]
             assert wake.meta == {"todo_id": todo_id, "project": "acme", "queue": "reviews",
-                                 "kind": "github.issues.opened", "source": "github"}
+                                 "kind": "github.issues.opened", "provider": "github"}
             assert wake.content == (f"switchboard: todo {todo_id} on reviews: Issue #1 opened in "
-                                    "Codertocat/Hello-World: Spelling error in the README file")
+                                    "Codertocat/Hello-World: Spelling error in the README file"
+                                    f" (call todo_claim todo_id={todo_id})")
             assert "\n" not in wake.content
 
             claim = await client.call_tool("todo_claim", {"id": todo_id})

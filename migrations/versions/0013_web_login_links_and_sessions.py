@@ -1,7 +1,7 @@
 """web login links and web sessions (issue 15)
 
 Revision ID: 0013
-Revises: 0006
+Revises: 0011
 Create Date: 2026-12-01 01:40:00
 """
 
@@ -13,7 +13,7 @@ import switchboard.models.base
 
 
 revision = '0013'
-down_revision = '0006'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 

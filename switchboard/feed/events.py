@@ -26,7 +26,7 @@ KINDS = (
 def append(
     session: Session,
     clock: Clock,
-    project_id: str,
+    project_id: str | None,
     kind: str,
     title: str,
     subject_id: str | None = None,

@@ -34,10 +34,13 @@ MAX_OPTIONS = 20
 MAX_EXPIRES_SECONDS = 30 * 86_400
 MAX_READ_LIMIT = 200
 DECISIONS = ("approve", "deny")
-VIAS = ("cli", "rest", "web", "relay", "chat", "expiry")
+VIAS = ("cli", "rest", "web", "relay", "chat", "expiry", "agent")
 READ_STATUSES = ("open", "answered", "decided", "expired", "resolved")
 _POSTED = {"question": "question.posted", "approval": "approval.requested"}
-_RESOLVED = {"question": "question.answered", "approval": "approval.decided"}
+_RESOLVED = {"question": "question.answered", "approval": "approval.decided",
+             "permission": "permission.decided", "friend": "friend.decided"}
+_NOUNS = {"question": "Question", "approval": "Approval", "permission": "Permission prompt",
+          "friend": "Friend request"}
 
 
 def one_line(kind: str, text: str, limit: int) -> str:
@@ -150,21 +153,32 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
         item.status, item.answer = "answered", answer
     else:
         if decision not in DECISIONS or answer is not None:
-            raise InvalidArgument("an approval is decided: decision approve or deny")
+            raise InvalidArgument(f"{'an approval' if item.kind == 'approval' else 'a ' + item.kind + ' item'} "
+                                  "is decided: decision approve or deny")
         item.status, item.decision = "decided", decision
+        if item.kind == "permission":
+            # One durable event for the relaying session only (DESIGN.md §6.5a).
+            from switchboard.inbox.permissions import verdict_event
+
+            verdict_event(session, clock, item)
     if note is not None:
         if len(note) > MAX_ANSWER_CHARS:
             raise InvalidArgument(f"note must be at most {MAX_ANSWER_CHARS} characters")
         item.note = note
     item.resolved_by_human_id, item.resolved_via, item.resolved_at = human_id, via, now
     what = {"answered": "answered", "expired": "expired", "decided": f"{item.decision}d"}[item.status]
-    noun = "Question" if item.kind == "question" else "Approval"
-    event = feed.append(session, clock, item.project_id, _RESOLVED[item.kind], f"{noun} {what}: {item.title}",
-                        subject_id=item.id,
-                        data={"inbox_item_id": item.id, "agent_id": item.agent_id, "status": item.status,
-                              "decision": item.decision, "via": via})
+    data: dict[str, Any] = {"inbox_item_id": item.id, "agent_id": item.agent_id, "status": item.status,
+                            "decision": item.decision, "via": via}
+    if item.kind == "permission":
+        data["request_id"] = item.request_id
+    event = feed.append(session, clock, item.project_id, _RESOLVED[item.kind],
+                        f"{_NOUNS[item.kind]} {what}: {item.title}", subject_id=item.id, data=data)
     item.resolved_event_id = item.seq = int(event.id or 0)
     session.flush()
+    if item.kind == "friend":
+        from switchboard.friends import requests as friend_requests
+
+        friend_requests.on_item_resolved(session, clock, item)
     return view(item), item.agent_id
 
 
@@ -244,6 +258,7 @@ def list_for_human(session: Session, *, human_id: str | None = None, status: str
     out = []
     for item in rows:
         v = view(item, projects.get(item.project_id))
+        v.setdefault("project", None)  # permission prompts and friend requests have none
         v["agent"] = agents.get(item.agent_id)
         v["human"] = humans.get(item.human_id)
         out.append(v)
@@ -262,6 +277,21 @@ def view(item: InboxItem, project_name: str | None = None) -> dict[str, Any]:
         "resolved_via": item.resolved_via, "resolved_at": iso(item.resolved_at),
         "created_at": iso(item.created_at), "seq": item.seq,
     }
+    if item.kind == "permission":
+        out.update({"request_id": item.request_id, "tool_name": item.tool_name,
+                    "input_preview": item.input_preview, "verdict": _verdict_text(item)})
+    elif item.kind == "friend":
+        out["friend_request_id"] = item.subject_id
+    if item.kind in ("permission", "friend"):
+        out["used_at"] = iso(item.used_at)
     if project_name is not None:
         out["project"] = project_name
     return out
+
+
+def _verdict_text(item: InboxItem) -> str | None:
+    """Where a permission item's verdict stands (DESIGN.md §6.5a): the item says when its
+    session is gone, and nothing is sent anywhere else."""
+    return {None: None, "sent": "sent to the relaying session",
+            "queued": "queued for the relaying session, which was not attached: it gets it if it re-attaches",
+            "session_gone": "not sent: the relaying session ended"}.get(item.verdict_state, item.verdict_state)

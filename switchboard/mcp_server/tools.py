@@ -50,6 +50,7 @@ class Caller:
     agent_id: str
     agent_name: str
     human_id: str
+    session_id: str | None = None  # the channel adapter's session (X-Switchboard-Session), if any
 
 
 @dataclass(frozen=True)
@@ -361,15 +362,42 @@ TOOLS: list[ToolSpec] = [
         _schema({"subscription_id": _ID}, ["subscription_id"]),
         _unsubscribe, lambda r: f"removed {r['subscription_id']}"),
 ]
+from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # specs built on ToolSpec above
+
+TOOLS.extend(RELAY_TOOLS)
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
+HINTS = {
+    "unauthenticated": "the token is missing, unknown or revoked: your human runs `switchboard token vend AGENT` "
+                       "and restarts this session with the new SWITCHBOARD_TOKEN",
+    "forbidden": "this agent has no grant for that: ask your human (switchboard grant AGENT PROJECT)",
+    "not_found": "check the id (todo_list, inbox_read); ids are case-sensitive",
+    "conflict": "the state changed or your lease was lost: call todo_get, and todo_claim again if it is pending",
+    "invalid_argument": "fix the arguments (see the tool's input schema) and call again",
+    "rate_limited": "wait a minute, then call again",
+    "human_approval_required": "a human must approve this first (web UI or the permission prompt)",
+    "internal": "call again later; if it persists, ask your human to run `switchboard doctor AGENT`",
+    "hub_unreachable": "the Switchboard hub is down or --url is wrong: your human starts `switchboard serve` "
+                       "(or fixes --url); then call again",
+}
+
+
+def error_text(body: dict[str, Any]) -> str:
+    """The one line an error result shows the model (Claude Code shows it only the text of an
+    error result: anthropics/claude-code issue 86032, DESIGN.md §6.4): code, retryable, message
+    and what to do."""
+    hint = HINTS.get(str(body["code"]), HINTS["internal"])
+    message = " ".join(str(body["message"]).split())
+    return (f"error {body['code']} (retryable: {'yes' if body['retryable'] else 'no'}): {message}. "
+            f"What to do: {hint}.")
+
+
 def error_result(exc: SwitchboardError) -> dict[str, Any]:
-    """A tool error result: ``isError`` with ``{code, message, retryable}``."""
+    """A tool error result: ``isError`` with ``{code, message, retryable}`` and :func:`error_text`."""
     body = {"code": exc.code if exc.code in _TOOL_CODES else _TOOL_CODE_MAP.get(exc.code, "internal"),
             "message": exc.message, "retryable": exc.retryable}
-    return {"content": [{"type": "text", "text": f"error {body['code']}: {body['message']}"}],
-            "structuredContent": body, "isError": True}
+    return {"content": [{"type": "text", "text": error_text(body)}], "structuredContent": body, "isError": True}
 
 
 _TOOL_CODES = {"unauthenticated", "forbidden", "not_found", "conflict", "invalid_argument", "rate_limited",

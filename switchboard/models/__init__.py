@@ -15,7 +15,9 @@ from switchboard.models.principals import (
     ProjectOwner,
     Token,
 )
+from switchboard.models.relay import FriendRequest, Friendship, NotifyTarget
 from switchboard.models.secrets import SecretRef
+from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.web import LoginLink, WebSession
 from switchboard.models.work import Attempt, FeedEvent, Todo
@@ -25,15 +27,20 @@ metadata = SQLModel.metadata
 __all__ = [
     "Agent",
     "AgentCursor",
+    "AgentEvent",
+    "AgentSession",
     "Attempt",
     "Delivery",
     "FeedEvent",
+    "FriendRequest",
+    "Friendship",
     "Grant",
     "Human",
     "HumanToken",
     "Identity",
     "InboxItem",
     "LoginLink",
+    "NotifyTarget",
     "Project",
     "ProjectOwner",
     "SecretRef",

@@ -21,7 +21,7 @@ from sqlmodel import Field, SQLModel
 from switchboard.clock import utcnow
 from switchboard.models.base import json_column, new_id, time_column
 
-INBOX_KINDS = ("question", "approval")
+INBOX_KINDS = ("question", "approval", "permission", "friend")
 INBOX_STATUSES = ("open", "answered", "decided", "expired")
 
 
@@ -39,11 +39,14 @@ class InboxItem(SQLModel, table=True):
         sa.Index("ix_inbox_agent_seq", "agent_id", "seq"),
         sa.Index("ix_inbox_resolved", "resolved_event_id"),
         sa.Index("ix_inbox_open_expiry", "status", "expires_at"),
+        sa.Index("ix_inbox_session_verdict", "session_id", "verdict_state"),
+        sa.Index("ix_inbox_human_request", "human_id", "request_id"),
     )
 
     id: str = Field(default_factory=lambda: new_id("inb"), primary_key=True, max_length=40)
     kind: str = Field(max_length=20)
-    project_id: str = Field(foreign_key="projects.id", max_length=40)
+    # None for permission prompts and friend requests: they belong to a human, not a project.
+    project_id: str | None = Field(default=None, foreign_key="projects.id", max_length=40)
     agent_id: str = Field(foreign_key="agents.id", max_length=40)
     human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
     title: str = Field(sa_column=sa.Column(sa.String(300), nullable=False))
@@ -61,6 +64,18 @@ class InboxItem(SQLModel, table=True):
     resolved_event_id: int | None = Field(default=None, sa_column=sa.Column(sa.BigInteger, nullable=True))
     seq: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0"))
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
+    # Permission prompts (DESIGN.md §6.5, §6.5a): bound to the adapter session that relayed them.
+    session_id: str | None = Field(default=None, max_length=80)
+    request_id: str | None = Field(default=None, max_length=10)
+    tool_name: str | None = Field(default=None, max_length=200)
+    input_preview: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    # ``waiting`` (decided, not yet sent), ``sent`` or ``session_gone``; None while undecided.
+    verdict_state: str | None = Field(default=None, max_length=20)
+    verdict_sent_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    # An allowed prompt (or a decided friend item) consumed by ``friend_respond``: used once.
+    used_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
+    # The friend request a ``friend`` item is about.
+    subject_id: str | None = Field(default=None, max_length=40)
 
 
 class AgentCursor(SQLModel, table=True):

@@ -94,7 +94,8 @@ class FeedEvent(SQLModel, table=True):
         sa_column=sa.Column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True,
                             autoincrement=True),
     )
-    project_id: str = Field(foreign_key="projects.id", max_length=40)
+    # None for events about a human rather than a project (permission prompts, friend requests).
+    project_id: str | None = Field(default=None, foreign_key="projects.id", max_length=40)
     kind: str = Field(max_length=60)
     subject_id: str | None = Field(default=None, max_length=40)
     title: str = Field(sa_column=sa.Column(sa.String(500), nullable=False))

@@ -1,8 +1,9 @@
 """The broker: carries wakes to the agent streams attached to this or another process.
 
-- :class:`AgentStreams` holds this process's attached sessions (one asyncio queue each, fed
-  from any thread through ``call_soon_threadsafe``) and unicasts a wake to one session of
-  the first eligible agent that has one (DESIGN.md §6.5).
+- :class:`AgentStreams` holds this process's attached streams, one per session id (a new
+  stream of a session replaces the old one at once). Events live in the ledger
+  (:mod:`switchboard.notify.sessions`); the broker only nudges the stream that holds the
+  target session to read them (DESIGN.md §6.5).
 - :class:`LocalBroker` (embedded mode) hands wakes straight to the local streams.
 - :class:`RedisBroker` (scaled mode) publishes on Redis pub/sub; every ``serve`` process
   listens and offers the wake to its own streams.
@@ -16,7 +17,6 @@ A wake is a doorbell: losing one loses nothing, the todo stays pending and lista
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import threading
@@ -29,73 +29,94 @@ from switchboard.notify.wakes import Wake
 log = logging.getLogger(__name__)
 WAKE_CHANNEL = "switchboard:wakes"
 INBOX_CHANNEL = "switchboard:inbox"
+EVENT_CHANNEL = "switchboard:agent-events"
 
 
 @dataclass(eq=False)
 class Subscriber:
-    """One attached agent session (an open ``/api/v1/agent/stream``)."""
+    """One attached agent stream (an open ``/api/v1/agent/stream``) holding ``session_id``.
+
+    The stream reads its events from the ledger (:mod:`switchboard.notify.sessions`);
+    :meth:`nudge` only says "look", from any thread. :meth:`close` ends the stream (it was
+    replaced by a newer stream of the same session).
+    """
 
     agent_id: str
     loop: asyncio.AbstractEventLoop
-    queue: asyncio.Queue[dict[str, Any]] = field(default_factory=lambda: asyncio.Queue(maxsize=1000))
+    session_id: str = ""
+    stream_id: str = ""
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
 
-    def offer(self, message: dict[str, Any]) -> None:
-        """Put ``message`` on the session's queue from any thread; drop it when full."""
+    def nudge(self) -> None:
+        """Wake the stream's reader from any thread."""
+        try:
+            self.loop.call_soon_threadsafe(self.ready.set)
+        except RuntimeError:  # the loop closed: the stream is gone
+            pass
 
-        def _put() -> None:
-            try:
-                self.queue.put_nowait(message)
-            except asyncio.QueueFull:
-                log.warning("agent stream queue full; wake dropped (the todo stays pending)")
-
-        self.loop.call_soon_threadsafe(_put)
+    def close(self) -> None:
+        """Ask the stream to end (from any thread)."""
+        self.closed = True
+        self.nudge()
 
 
 class AgentStreams:
-    """This process's attached sessions, by agent."""
+    """This process's attached streams, by session id (one stream per session: a new one replaces
+    the old at once, issue 18 item 2)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_agent: dict[str, list[Subscriber]] = {}
-        self._turn = itertools.count()
+        self._by_session: dict[str, Subscriber] = {}
 
-    def attach(self, sub: Subscriber) -> None:
-        """Register a session."""
+    def attach(self, sub: Subscriber) -> Subscriber | None:
+        """Register a stream; return the stream it replaced (already told to close), if any."""
         with self._lock:
-            self._by_agent.setdefault(sub.agent_id, []).append(sub)
+            old = self._by_session.get(sub.session_id)
+            self._by_session[sub.session_id] = sub
+        if old is not None and old is not sub:
+            old.close()
+            return old
+        return None
 
     def detach(self, sub: Subscriber) -> None:
-        """Forget a session (its stream closed)."""
+        """Forget a stream (it closed) unless a newer one holds its session."""
         with self._lock:
-            subs = self._by_agent.get(sub.agent_id, [])
-            if sub in subs:
-                subs.remove(sub)
-            if not subs:
-                self._by_agent.pop(sub.agent_id, None)
+            if self._by_session.get(sub.session_id) is sub:
+                del self._by_session[sub.session_id]
+
+    def holds(self, session_id: str) -> bool:
+        """True when a stream here holds ``session_id``."""
+        with self._lock:
+            return session_id in self._by_session
 
     def count(self, agent_id: str | None = None) -> int:
-        """How many sessions are attached (for one agent, or all)."""
+        """How many streams are attached here (for one agent, or all)."""
         with self._lock:
-            if agent_id is not None:
-                return len(self._by_agent.get(agent_id, []))
-            return sum(len(v) for v in self._by_agent.values())
+            return sum(1 for s in self._by_session.values() if agent_id is None or s.agent_id == agent_id)
+
+    def sessions(self, agent_id: str) -> list[str]:
+        """The session ids of ``agent_id`` attached here."""
+        with self._lock:
+            return [sid for sid, s in self._by_session.items() if s.agent_id == agent_id]
+
+    def nudge(self, agent_id: str, session_id: str | None) -> bool:
+        """Tell the stream of ``session_id`` (or every stream of the agent for ``None``) that an
+        event waits in the ledger. Returns True when a stream here was nudged."""
+        with self._lock:
+            if session_id is not None:
+                targets = [s for s in (self._by_session.get(session_id),) if s is not None and s.agent_id == agent_id]
+            else:
+                targets = [s for s in self._by_session.values() if s.agent_id == agent_id]
+        for sub in targets:
+            sub.nudge()
+        return bool(targets)
 
     def deliver(self, wake: Wake) -> bool:
-        """Unicast ``wake`` to one session of the first eligible agent attached here.
-
-        Returns:
-            True when a session was offered the wake.
-        """
-        with self._lock:
-            for agent_id in wake.agent_ids:
-                subs = self._by_agent.get(agent_id)
-                if subs:
-                    sub = subs[next(self._turn) % len(subs)]
-                    break
-            else:
-                return False
-        sub.offer({"event": "wake", "content": wake.content, "meta": wake.meta})
-        return True
+        """Nudge the stream a routed ``wake`` was written for (see :func:`wakes.route`)."""
+        if wake.agent_id is None:
+            return False
+        return self.nudge(wake.agent_id, wake.session_id)
 
 
 class InboxWaiters:
@@ -152,6 +173,11 @@ class Broker(Protocol):
         """Ring the ``inbox_wait`` calls of ``agent_id`` (one of its items resolved), best effort."""
         ...
 
+    def publish_event(self, agent_id: str, session_id: str | None) -> None:
+        """Say "look" to the stream of ``session_id`` (any stream of the agent for ``None``) after
+        an :class:`~switchboard.models.AgentEvent` for it committed, best effort."""
+        ...
+
     def close(self) -> None:
         """Stop background listeners."""
         ...
@@ -171,6 +197,10 @@ class LocalBroker:
     def publish_inbox(self, agent_id: str) -> None:
         """Ring this process's waiters of ``agent_id``."""
         self.waiters.ring(agent_id)
+
+    def publish_event(self, agent_id: str, session_id: str | None) -> None:
+        """Nudge the local stream of the session."""
+        self.streams.nudge(agent_id, session_id)
 
     def close(self) -> None:
         """Nothing to stop."""
@@ -196,7 +226,8 @@ class RedisBroker:
         self._failures = 0
         if streams is not None:
             self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-            self._pubsub.subscribe(**{WAKE_CHANNEL: self._on_message, INBOX_CHANNEL: self._on_inbox})
+            self._pubsub.subscribe(**{WAKE_CHANNEL: self._on_message, INBOX_CHANNEL: self._on_inbox,
+                                       EVENT_CHANNEL: self._on_event})
             self._thread = self._pubsub.run_in_thread(sleep_time=0.5, daemon=True,
                                                       exception_handler=self._on_error)
 
@@ -209,6 +240,17 @@ class RedisBroker:
             return
         if self.streams is not None:
             self.streams.deliver(wake)
+
+    def _on_event(self, message: dict[str, Any]) -> None:
+        self._failures = 0
+        try:
+            data = json.loads(message["data"])
+            agent_id, session_id = str(data["agent_id"]), data.get("session_id")
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed message on %s", EVENT_CHANNEL)
+            return
+        if self.streams is not None:
+            self.streams.nudge(agent_id, None if session_id is None else str(session_id))
 
     def _on_inbox(self, message: dict[str, Any]) -> None:
         self._failures = 0
@@ -231,6 +273,13 @@ class RedisBroker:
             self._redis.publish(WAKE_CHANNEL, json.dumps(wake.to_dict()))
         except Exception as exc:  # noqa: BLE001 - a lost wake loses nothing (DESIGN.md rule 1)
             log.warning("could not publish a wake (%s); the todo stays pending", type(exc).__name__)
+
+    def publish_event(self, agent_id: str, session_id: str | None) -> None:
+        """Publish a stream nudge to every ``serve`` process (the event is in the ledger)."""
+        try:
+            self._redis.publish(EVENT_CHANNEL, json.dumps({"agent_id": agent_id, "session_id": session_id}))
+        except Exception as exc:  # noqa: BLE001 - the event is durable; the stream finds it on its next read
+            log.warning("could not publish a stream nudge (%s)", type(exc).__name__)
 
     def publish_inbox(self, agent_id: str) -> None:
         """Publish an inbox resolution to every ``serve`` process; an error loses only the doorbell

@@ -1,51 +1,91 @@
 """Channel wakes: a best-effort doorbell for a pending todo (DESIGN.md §6.5).
 
 A wake is rendered from our own fields only: the todo id, queue and the one-line title that
-passed the channel-break check at intake. ``meta`` keys are snake_case and values are kept to
-a small charset, because Claude Code drops other keys silently and the content goes into the
-model's context unescaped.
+passed the channel-break check at intake. ``meta`` is ``{todo_id, project, queue, kind,
+provider}``: snake_case keys, values kept to a small charset, because Claude Code drops other
+keys silently, and never ``source``, which Claude Code itself sets on the ``<channel>`` tag to
+the ``.mcp.json`` server name (DESIGN.md §6.5; ``notes/mcp-and-channels.md``). The content goes
+into the model's context unescaped: invisible and bidi characters are dropped from it
+(``cases/channel-break.jsonl``, the RLO case), and it names the tool to call.
+
+Every wake is an :class:`~switchboard.models.AgentEvent` for one session
+(:mod:`switchboard.notify.sessions`), written in the transaction that rang it, so a stream that
+reconnects with ``Last-Event-ID`` gets the wakes it missed. Re-rings are coalesced: one wake
+per session per pass, naming how many todos wait and the oldest, and none to a session woken
+within the last :data:`RING_BASE_SECONDS` (issue 10 item 5).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+import unicodedata
+from dataclasses import asdict, dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
-from datetime import timedelta
-
-from sqlalchemy import select, update
+from sqlalchemy import func, or_, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock
-from switchboard.models import Grant, Project, Source, Todo
+from switchboard.models import AgentSession, Grant, Project, Source, Todo
+from switchboard.notify import sessions
 
 _META_VALUE = re.compile(r"[^A-Za-z0-9_.:/#@+=-]")
+META_KEYS = ("todo_id", "project", "queue", "kind", "provider")
+# Invisible code points outside the Cf/Cc/Co/Cs/Zl/Zp categories: fillers, the combining
+# grapheme joiner, variation selectors, the Mongolian vowel separator.
+_INVISIBLE = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x034F, 0x180E, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
+
+
+def visible_text(text: str) -> str:
+    """``text`` as one line without invisible or bidi characters.
+
+    Drops format characters (Cf: bidi embeddings, overrides and isolates such as U+202E, zero
+    widths, soft hyphen, tag characters), controls, private-use and surrogate code points, line
+    and paragraph separators and the invisible fillers; runs of whitespace become one space.
+    """
+    kept = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc", "Co", "Cs", "Zl", "Zp")
+                   and ord(ch) not in _INVISIBLE or ch in "\t\n\r")
+    return " ".join(kept.split())
 
 
 @dataclass(frozen=True)
 class Wake:
-    """A wake for one todo, with the agents that may take it, best candidate first."""
+    """A wake for one todo (``waiting`` > 1: the oldest of that many), with the agents that may
+    take it (best candidate first) and, once routed, the agent, session and event it went to."""
 
     todo_id: str
     project: str
     queue: str
     kind: str
-    source: str
+    provider: str
     title: str
     agent_ids: list[str] = field(default_factory=list)
+    waiting: int = 1
+    agent_id: str | None = None
+    session_id: str | None = None
+    event_id: int | None = None
 
     @property
     def content(self) -> str:
-        """One line, e.g. ``switchboard: todo td_42 on reviews: PR #482 opened in acme/api``."""
-        return f"switchboard: todo {self.todo_id} on {self.queue}: {self.title}"
+        """One line naming the tool to call, e.g. ``switchboard: todo td_42 on reviews: PR #482
+        opened in acme/api (call todo_claim todo_id=td_42)``."""
+        title = visible_text(self.title)
+        if self.waiting > 1:
+            return (f"switchboard: {self.waiting} todos waiting; oldest todo {self.todo_id} on {self.queue}: "
+                    f"{title} (call todo_claim todo_id={self.todo_id}, or todo_list for the rest)")
+        return f"switchboard: todo {self.todo_id} on {self.queue}: {title} (call todo_claim todo_id={self.todo_id})"
 
     @property
     def meta(self) -> dict[str, str]:
-        """``{todo_id, project, queue, kind, source}`` with values in ``[A-Za-z0-9_.:/#@+=-]``."""
+        """``{todo_id, project, queue, kind, provider}`` with values in ``[A-Za-z0-9_.:/#@+=-]``."""
         raw = {"todo_id": self.todo_id, "project": self.project, "queue": self.queue, "kind": self.kind,
-               "source": self.source}
+               "provider": self.provider}
         return {k: _META_VALUE.sub("_", v)[:100] for k, v in raw.items()}
+
+    def event_data(self) -> dict[str, Any]:
+        """The stream event's payload: ``{content, meta}``."""
+        return {"content": self.content, "meta": self.meta}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for Redis pub/sub)."""
@@ -53,16 +93,16 @@ class Wake:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Wake:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{k: data[k] for k in ("todo_id", "project", "queue", "kind", "source", "title")},
-                   agent_ids=list(data.get("agent_ids", [])))
+        """Inverse of :meth:`to_dict` (unknown keys ignored)."""
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known.setdefault("provider", data.get("source", "api"))
+        return cls(**known)
 
 
 def wake_for(session: Session, todo: Todo) -> Wake:
-    """Build the wake for a pending todo: to its assigned agent, else every agent with ``work``.
-
-    ``source`` is the provider of the todo's source, or ``api`` for todos made through the API/CLI.
-    """
+    """Build the (unrouted) wake for a pending todo: to its assigned agent, else every agent with
+    ``work``. ``provider`` is the kind of the todo's source, or ``api`` for todos made through the
+    API/CLI."""
     if todo.assigned_agent_id:
         agents = [todo.assigned_agent_id]
     else:
@@ -75,6 +115,17 @@ def wake_for(session: Session, todo: Todo) -> Wake:
     if todo.source_id:
         provider = session.execute(select(Source.provider).where(Source.id == todo.source_id)).scalar_one_or_none()
     return Wake(todo.id, project, todo.queue, todo.kind, provider or "api", todo.title, agents)
+
+
+def route(session: Session, clock: Clock, wake: Wake, target: AgentSession | None = None) -> Wake:
+    """Send ``wake`` to ``target`` (or to :func:`sessions.pick` of its agents): write its stream
+    event and return it routed. Unrouted (no live session) it is returned as is: the todo waits
+    for a pull or for the next attach (DESIGN.md rule 1)."""
+    target = target or sessions.pick(session, clock, wake.agent_ids)
+    if target is None:
+        return wake
+    event_id = sessions.emit(session, clock, target.agent_id, target.id, "wake", wake.event_data())
+    return replace(wake, agent_id=target.agent_id, session_id=target.id, event_id=event_id)
 
 
 RING_BASE_SECONDS = 30
@@ -91,14 +142,17 @@ def ring(session: Session, clock: Clock, todo: Todo) -> Wake:
     """Record a wake for ``todo`` now (in the caller's transaction) and return it for publishing."""
     todo.rung_at, todo.ring_count = clock.now(), todo.ring_count + 1
     session.flush()
-    return wake_for(session, todo)
+    return route(session, clock, wake_for(session, todo))
 
 
 def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
-    """Wakes for pending todos never rung (made by another process) or due a re-ring.
+    """Coalesced wakes for pending todos never rung (made by another process) or due a re-ring.
 
-    Each is claimed by a conditional update on ``rung_at``, so many processes may call this at
-    once and each wake goes out once. A todo is re-rung at most :data:`MAX_RINGS` times.
+    Each due todo is claimed by a conditional update on ``rung_at``, so many processes may call
+    this at once and each todo is counted once. A todo is re-rung at most :data:`MAX_RINGS`
+    times. The due todos are grouped by the session they would go to; each session gets one wake
+    naming how many wait and the oldest, unless it holds only re-rings and was woken within
+    :data:`RING_BASE_SECONDS` (no bursts: issue 10 item 5).
     """
     now = clock.now()
     cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
@@ -107,16 +161,67 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
         .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
         .order_by(Todo.rung_at).limit(limit)
     ).scalars().all()
-    wakes = []
+    groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
+    live: dict[str, AgentSession | None] = {}
     for todo in candidates:
         if todo.rung_at is not None and todo.rung_at + timedelta(seconds=ring_after_seconds(todo.ring_count)) > now:
             continue
+        first = todo.rung_at is None
         moved = session.execute(
             update(Todo).where(Todo.id == todo.id, Todo.state == "pending",
-                               Todo.rung_at.is_(None) if todo.rung_at is None else Todo.rung_at == todo.rung_at)  # type: ignore[union-attr]
+                               Todo.rung_at.is_(None) if first else Todo.rung_at == todo.rung_at)  # type: ignore[union-attr]
             .values(rung_at=now, ring_count=Todo.ring_count + 1)
             .execution_options(synchronize_session=False)
         )
-        if moved.rowcount == 1:  # type: ignore[attr-defined]
-            wakes.append(wake_for(session, todo))
+        if moved.rowcount != 1:  # type: ignore[attr-defined]
+            continue
+        wake = wake_for(session, todo)
+        target = None
+        for agent_id in wake.agent_ids:
+            if agent_id not in live:
+                found = sessions.live_sessions(session, clock, agent_id)
+                live[agent_id] = found[0] if found else None
+            if live[agent_id] is not None:
+                target = live[agent_id]
+                break
+        if target is not None:
+            groups.setdefault(target.id, (target, []))[1].append((todo, wake, first))
+    wakes = []
+    for target, items in groups.values():
+        recent = target.last_woken_at is not None and target.last_woken_at > cutoff
+        if recent and not any(first for _, _, first in items):
+            continue
+        todo, wake, _ = min(items, key=lambda i: (i[0].created_at, i[0].id))
+        wakes.append(route(session, clock, replace(wake, waiting=len(items)), target))
     return wakes
+
+
+def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo | None, int]:
+    """The oldest pending todo the agent may take (assigned to it, or unassigned in a project
+    where it has ``work``) and how many there are (counted up to ``cap``)."""
+    work = select(Grant.project_id).where(Grant.agent_id == agent_id, Grant.role == "work")
+    eligible = (Todo.state == "pending") & or_(
+        Todo.assigned_agent_id == agent_id,
+        Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work),  # type: ignore[union-attr,attr-defined]
+    )
+    oldest = session.execute(select(Todo).where(eligible).order_by(Todo.created_at, Todo.id).limit(1)).scalars().first()
+    if oldest is None:
+        return None, 0
+    count = session.execute(select(func.count()).select_from(
+        select(Todo.id).where(eligible).limit(cap).subquery())).scalar_one()
+    return oldest, int(count)
+
+
+def attach_ring(session: Session, clock: Clock, agent_id: str, session_id: str) -> Wake | None:
+    """On attach, one wake to the new session for the todos already waiting (issue 18 item 3):
+    the oldest, and how many. Budgeted: none when the session was woken within
+    :data:`RING_BASE_SECONDS` (a stream re-opened by the same adapter), none when nothing waits."""
+    target = session.get(AgentSession, session_id)
+    if target is None or target.agent_id != agent_id:
+        return None
+    if target.last_woken_at is not None and target.last_woken_at > clock.now() - timedelta(seconds=RING_BASE_SECONDS):
+        return None
+    oldest, count = waiting_for(session, agent_id)
+    if oldest is None:
+        return None
+    return route(session, clock, replace(wake_for(session, oldest), waiting=count), target)

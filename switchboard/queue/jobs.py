@@ -20,6 +20,7 @@ from sqlmodel import Session
 
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
+from switchboard.inbox import chat_verdicts
 from switchboard.intake import quarantine, screening, vault
 from switchboard.intake.attribution import Attribution, attribute
 from switchboard.intake.channel_break import Break
@@ -41,6 +42,14 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     Returns:
         The delivery's new status, or ``None`` when there was nothing to do.
     """
+    decided_for: list[str] = []
+    status = _process(hub, delivery_id, decided_for)
+    for agent_id in decided_for:  # a chat verdict decided a prompt: after the commit
+        hub.after_decision(agent_id)
+    return status
+
+
+def _process(hub: Hub, delivery_id: str, decided_for: list[str]) -> str | None:
     wake: Wake | None = None
     with hub.db.write() as session:
         query = select(Delivery).where(Delivery.id == delivery_id)
@@ -80,6 +89,10 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
         if sender is not None and sender.external_id == SOURCE_SENDER:
             sender = replace(sender, external_id=source.id)
         who = attribute(session, sender, source)
+        verdict = None
+        if who.human_id is not None and source.provider in chat_verdicts.PROVIDERS:
+            # Only the sender's own attributed identity can answer a prompt, never a release.
+            verdict = chat_verdicts.parse(chat_verdicts.message_text(source.provider, envelope.payload))
         if who.human_id is None and delivery.released_by is not None:
             # A human released it from quarantine and answers for it.
             who = Attribution(delivery.released_by, None)
@@ -91,6 +104,8 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
                         origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}")
             return delivery.status
         delivery.human_id = who.human_id
+        if verdict is not None:
+            return _consume_verdict(hub, session, delivery, project.id, who.human_id, verdict, decided_for)
         if screened.secrets:
             vault.store(session, vault.load_key_ring(hub.settings), project.id, delivery.id, screened.secrets, now)
 
@@ -112,6 +127,24 @@ def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     if wake is not None:
         hub.broker.publish_wake(wake)
     return "processed"
+
+
+def _consume_verdict(hub: Hub, session: Session, delivery: Delivery, project_id: str, human_id: str,
+                     verdict: tuple[str, str], decided_for: list[str]) -> str:
+    """A chat verdict is consumed: no todo, one feed event (DESIGN.md §6.5); it decides the
+    human's one open prompt with that id, else it is ignored (and logged by ``apply``)."""
+    decision, request_id = verdict
+    outcome = chat_verdicts.apply(session, hub.clock, human_id, decision, request_id)
+    delivery.status = "processed"
+    if outcome["outcome"] == "decided":
+        decided_for.append(outcome["agent_id"])
+        title = f"Chat verdict: permission prompt {request_id} {decision}d"
+    else:
+        title = f"Chat verdict ignored: {outcome['outcome']} request id {request_id}"
+    feed.append(session, hub.clock, project_id, "delivery.received", title, subject_id=delivery.id,
+                data={"kind": "chat.verdict", "outcome": outcome["outcome"], "request_id": request_id},
+                origin_key=f"{delivery.id}:received")
+    return delivery.status
 
 
 def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:

@@ -6,29 +6,34 @@
   ``notifications`` trailer member when something is pending (DESIGN.md §6.4).
 - ``GET /api/v1/inbox/wait?wait_seconds=&since=``: ``inbox_wait`` over REST, returning the
   structured result as JSON (errors as problem details); parked on the broker, no thread.
-- ``GET /api/v1/agent/stream``: server-sent events carrying wakes for this agent; a comment
-  heartbeat every 15 s, ``X-Accel-Buffering: no``, ``Cache-Control: no-cache``. Wakes carry no
-  event id: they are doorbells, and a missed one is found by ``todo_list``.
+- ``GET /api/v1/agent/stream``: server-sent events for one session of this agent (wakes,
+  doorbell tests; verdicts of the permission relay), read from the ledger with their ids, so
+  ``Last-Event-ID`` resumes with no gap and no duplicate; a comment heartbeat every 15 s,
+  ``X-Accel-Buffering: no``, ``Cache-Control: no-cache`` (:func:`stream`).
 
 Every route needs ``Authorization: Bearer <agent token>`` (401 problem details otherwise).
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
-
-import asyncio
 
 import anyio
 from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from switchboard.errors import InvalidArgument, SwitchboardError
+from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
 from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool_async, resolve_caller
+from switchboard.models.base import new_id
+from switchboard.inbox.permissions import start_position
+from switchboard.notify import sessions
 from switchboard.notify.broker import Subscriber
+from switchboard.notify.wakes import attach_ring
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_ARGUMENT_BYTES = 1024 * 1024
 HEARTBEAT_SECONDS = 15
+MAX_STREAMS_PER_AGENT = 8  # per process; a replaced stream of the same session does not count
 
 
 async def _caller(request: Request) -> tuple[Hub, Caller]:
@@ -68,6 +74,9 @@ async def invoke_tool(request: Request) -> Response:
             raise InvalidArgument("the body must be a JSON object of tool arguments") from None
     except SwitchboardError as exc:
         return from_error(exc)
+    session_id = request.headers.get("x-switchboard-session")
+    if session_id:  # binds a relayed permission prompt to this call (DESIGN.md §6.6)
+        caller = dataclasses.replace(caller, session_id=session_id[:80])
     result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
     return JSONResponse(result)
 
@@ -105,27 +114,102 @@ class _MultiArgs:
         return list(self._params.getlist(key))
 
 
+def _last_event_id(request: Request) -> int | None:
+    raw = request.headers.get("last-event-id")
+    if raw is None or not raw.strip():
+        return None
+    if not raw.strip().isdigit() or len(raw.strip()) > 18:
+        raise InvalidArgument("Last-Event-ID must be an event id this stream sent")
+    return int(raw.strip())
+
+
+def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str, last: int | None) -> tuple[int, Any]:
+    """Record the session, pick the stream's start position, and ring what already waits."""
+    with hub.db.write() as s:
+        sessions.attach(s, hub.clock, agent_id, session_id, stream_id)
+        # Without Last-Event-ID: after the newest event, but not past verdicts for this session.
+        position = last if last is not None else start_position(s, agent_id, session_id)
+        wake = attach_ring(s, hub.clock, agent_id, session_id)
+    return position, wake
+
+
+def _read(hub: Hub, agent_id: str, session_id: str, after: int) -> list[tuple[int, str, str]]:
+    with hub.db.read() as s:
+        return [(int(e.id or 0), e.kind, json.dumps(e.data or {})) for e in
+                sessions.read_after(s, agent_id, session_id, after)]
+
+
+def _touch(hub: Hub, session_id: str, stream_id: str) -> bool:
+    with hub.db.write() as s:
+        return sessions.touch(s, hub.clock, session_id, stream_id)
+
+
+def _close_session(hub: Hub, session_id: str, stream_id: str) -> None:
+    with hub.db.write() as s:
+        sessions.detach(s, session_id, stream_id)
+
+
 async def stream(request: Request) -> Response:
-    """``GET /api/v1/agent/stream``: attach this agent's session and stream its wakes."""
+    """``GET /api/v1/agent/stream``: attach one session of this agent and stream its events.
+
+    Headers: ``X-Switchboard-Session`` (the client's session id; one is made when absent and
+    named in the first comment), ``Last-Event-ID`` (resume after that event: no gap, no
+    duplicate, across hub restarts). A stream of a session that is already attached replaces
+    the old stream at once. Events: ``wake`` (``{content, meta}``) and ``doorbell``, each with
+    its ledger id as the SSE id; heartbeats are comments without ids (DESIGN.md §6.5a).
+    Errors: 401 unauthenticated, 400 a bad session id or ``Last-Event-ID``, 429 over
+    :data:`MAX_STREAMS_PER_AGENT` streams of this agent in this process.
+    """
     try:
         hub, caller = await _caller(request)
+        session_id = sessions.check_session_id(request.headers.get("x-switchboard-session") or new_id("ses"))
+        last = _last_event_id(request)
+        if (not hub.streams.holds(session_id)
+                and hub.streams.count(caller.agent_id) >= MAX_STREAMS_PER_AGENT):
+            raise RateLimited(f"this agent already has {MAX_STREAMS_PER_AGENT} open streams; close one first")
+        stream_id = new_id("stm")
+        sub = Subscriber(caller.agent_id, asyncio.get_running_loop(), session_id=session_id, stream_id=stream_id)
+        position, wake = await anyio.to_thread.run_sync(_open_session, hub, caller.agent_id, session_id,
+                                                        stream_id, last)
     except SwitchboardError as exc:
         return from_error(exc)
-
-    sub = Subscriber(caller.agent_id, asyncio.get_running_loop())
-    hub.streams.attach(sub)
-    log.info("agent stream attached agent=%s", caller.agent_id)
+    if hub.streams.attach(sub) is not None:
+        log.info("agent stream replaced agent=%s session=%s", caller.agent_id, session_id)
+    log.info("agent stream attached agent=%s session=%s", caller.agent_id, session_id)
+    sub.ready.set()  # read once at start: a resume, or the attach ring
 
     async def events() -> Any:
+        nonlocal position
         try:
-            # A first comment tells the adapter the session is attached.
-            yield ServerSentEvent(comment="attached")
-            while True:
-                message = await sub.queue.get()
-                yield {"event": message.pop("event", "wake"), "data": json.dumps(message)}
+            # The first byte at once: the client knows it is attached, and to which session.
+            yield ServerSentEvent(comment=f"attached session={session_id}")
+            while not sub.closed:
+                try:
+                    with anyio.fail_after(HEARTBEAT_SECONDS):
+                        await sub.ready.wait()
+                except TimeoutError:
+                    yield ServerSentEvent(comment="heartbeat")
+                    if not await anyio.to_thread.run_sync(_touch, hub, session_id, stream_id):
+                        return  # another stream (maybe in another process) holds the session now
+                    continue
+                sub.ready.clear()
+                if sub.closed:
+                    return
+                rows = await anyio.to_thread.run_sync(_read, hub, caller.agent_id, session_id, position)
+                for event_id, kind, data in rows:
+                    position = event_id
+                    yield ServerSentEvent(data=data, event=kind, id=str(event_id))
+                if len(rows) == 100:
+                    sub.ready.set()  # a long backlog: read on
         finally:
             hub.streams.detach(sub)
-            log.info("agent stream detached agent=%s", caller.agent_id)
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(_close_session, hub, session_id, stream_id)
+                except Exception:  # noqa: BLE001 - the row goes stale on its own (sessions.LIVE_SECONDS)
+                    log.warning("could not record the end of session %s", session_id)
+            log.info("agent stream detached agent=%s session=%s", caller.agent_id, session_id)
 
-    return EventSourceResponse(events(), ping=HEARTBEAT_SECONDS,
+    del wake  # written to the ledger with the session's first read position after it
+    return EventSourceResponse(events(), ping=HEARTBEAT_SECONDS * 4,
                                headers={"X-Accel-Buffering": "no", "Cache-Control": "no-cache"})

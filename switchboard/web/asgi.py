@@ -30,7 +30,7 @@ from switchboard.errors import SwitchboardError
 from switchboard.hub import Hub
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
-from switchboard.web import agent_api, human_stream
+from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
@@ -105,6 +105,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
         Route("/api/v1/stream", human_stream.stream, methods=["GET"]),
+        Route("/api/v1/agent/permission", relay_api.permission_request, methods=["POST"]),
+        Route("/api/v1/agent/session/close", relay_api.close_session, methods=["POST"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -38,12 +38,14 @@ def create_flask_app(hub: Hub) -> Flask:
 
     from switchboard.web.openapi import build_spec
     from switchboard.web.rest_agent import bp as rest_agent
+    from switchboard.web.rest_friends import bp as rest_friends
     from switchboard.web.rest_human import bp as rest_human
     from switchboard.web.rest_todos import bp as rest_todos
 
     app.register_blueprint(rest_todos)
     app.register_blueprint(rest_agent)
     app.register_blueprint(rest_human)
+    app.register_blueprint(rest_friends)
     from switchboard.web import ui
 
     ui.install(app)  # the web UI under /ui/ (sessions, CSRF)

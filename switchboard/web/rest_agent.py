@@ -194,7 +194,7 @@ def _resolve(item_id: str, **kwargs: Any) -> Any:
     human_id = _human_id()
     with hub.db.write() as s:
         data, agent_id = inbox.resolve(s, hub.clock, item_id, via="rest", human_id=human_id, **kwargs)
-    hub.broker.publish_inbox(agent_id)
+    hub.after_decision(agent_id)  # rings inbox_wait; a permission verdict goes to its session now
     return jsonify(data)
 
 

@@ -5,7 +5,8 @@ URL, rotate its secret with an overlap, see recent deliveries with their verdict
 requests were refused (bad signature, counted by this process since it started: refused
 requests are never stored, DESIGN.md §5). Agents of the signed-in human: vend a token (shown
 once, with a ``.mcp.json`` snippet carrying the real URL), revoke tokens, see grants and the
-sessions attached to this process. Secrets and tokens are rendered into the response of the
+the live adapter sessions (every
+process: sessions are rows refreshed by the stream's heartbeat). Secrets and tokens are rendered into the response of the
 POST that made them, never flashed (the flash store is the cookie).
 """
 
@@ -149,8 +150,10 @@ def mcp_snippet(url: str, token: str) -> str:
 
 @bp.get("/agents")
 def agents_page() -> Any:
-    """The signed-in human's agents: grants, live tokens, sessions attached to this process."""
+    """The signed-in human's agents: grants, live tokens, the live adapter sessions (every
+process: sessions are rows refreshed by the stream's heartbeat)."""
     from switchboard.models import Project
+    from switchboard.notify.sessions import live_sessions
 
     with hub().db.read() as s:
         agents = s.execute(select(Agent).where(Agent.human_id == g.human.id).order_by(Agent.name)).scalars().all()
@@ -161,7 +164,7 @@ def agents_page() -> Any:
             tokens = s.execute(select(Token.id, Token.created_at).where(
                 Token.agent_id == a.id, Token.revoked_at.is_(None)).order_by(Token.created_at)).all()  # type: ignore[union-attr]
             rows.append({"name": a.name, "id": a.id, "grants": grants, "tokens": tokens,
-                         "sessions": hub().streams.count(a.id)})
+                         "sessions": live_sessions(s, hub().clock, a.id)})
     return render_template("ui/agents.html", agents=rows, page="agents",
                            snippet=mcp_snippet(hub().settings.public_url, "sbk_…"))
 

@@ -1,0 +1,56 @@
+"""agent sessions and durable agent stream events
+
+Revision ID: 0010
+Revises: 0006
+Create Date: 2026-12-01 01:40:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+import sqlmodel
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+import switchboard.models.base
+
+revision = '0010'
+down_revision = '0006'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        'agent_sessions',
+        sa.Column('id', sqlmodel.sql.sqltypes.AutoString(length=80), nullable=False),
+        sa.Column('agent_id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+        sa.Column('attached_at', switchboard.models.base.UTCDateTime(), nullable=False),
+        sa.Column('seen_at', switchboard.models.base.UTCDateTime(), nullable=False),
+        sa.Column('last_woken_at', switchboard.models.base.UTCDateTime(), nullable=True),
+        sa.Column('stream_id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+        sa.ForeignKeyConstraint(['agent_id'], ['agents.id']),
+        sa.PrimaryKeyConstraint('id'),
+    )
+    op.create_index('ix_agent_sessions_agent_seen', 'agent_sessions', ['agent_id', 'seen_at'], unique=False)
+    op.create_table(
+        'agent_events',
+        sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
+        sa.Column('agent_id', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+        sa.Column('session_id', sqlmodel.sql.sqltypes.AutoString(length=80), nullable=True),
+        sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+        sa.Column('data', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=True),
+        sa.Column('created_at', switchboard.models.base.UTCDateTime(), nullable=False),
+        sa.ForeignKeyConstraint(['agent_id'], ['agents.id']),
+        sa.PrimaryKeyConstraint('id'),
+    )
+    op.create_index('ix_agent_events_agent_id', 'agent_events', ['agent_id', 'id'], unique=False)
+    op.create_index('ix_agent_events_created', 'agent_events', ['created_at'], unique=False)
+
+
+def downgrade() -> None:
+    op.drop_index('ix_agent_events_created', table_name='agent_events')
+    op.drop_index('ix_agent_events_agent_id', table_name='agent_events')
+    op.drop_table('agent_events')
+    op.drop_index('ix_agent_sessions_agent_seen', table_name='agent_sessions')
+    op.drop_table('agent_sessions')

@@ -1,0 +1,138 @@
+"""Attached agent sessions and the durable events of their streams (DESIGN.md §6.5, §6.5a).
+
+The agent stream (``/api/v1/agent/stream``) is fed from :class:`~switchboard.models.AgentEvent`
+rows, never from memory: an event is written in a transaction (:func:`emit`), the broker then
+says "look" to the stream that holds the target session, and the stream reads the rows after
+its position (:func:`read_after`). So a stream resumed with ``Last-Event-ID`` gets exactly the
+events it missed (no gap, no duplicate), across a hub restart and across processes, and an
+event can target one adapter session (the permission relay binds verdicts to the session that
+relayed the prompt).
+
+Sessions (:class:`~switchboard.models.AgentSession`) are keyed by the id the client gives at
+attach. A row is live while ``seen_at`` is within :data:`LIVE_SECONDS` (streams refresh it on
+each heartbeat). Wakes go to the least recently woken live session of the first eligible agent
+that has one: a rotation per agent, and a re-ring reaches whichever session is live now
+(issue 18 item 1).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, or_, select, update
+from sqlmodel import Session
+
+from switchboard.clock import Clock
+from switchboard.errors import InvalidArgument
+from switchboard.models import AgentEvent, AgentSession
+
+LIVE_SECONDS = 45  # three missed 15 s heartbeats
+EVENT_KEEP_SECONDS = 24 * 3600
+STALE_SESSION_SECONDS = 3600
+SESSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
+
+
+def check_session_id(value: str) -> str:
+    """Validate a client-given session id.
+
+    Raises:
+        InvalidArgument: not 1-80 characters of ``[A-Za-z0-9_.:-]``.
+    """
+    if not SESSION_ID.match(value):
+        raise InvalidArgument("the session id must be 1-80 characters of A-Z a-z 0-9 _ . : -")
+    return value
+
+
+def attach(session: Session, clock: Clock, agent_id: str, session_id: str, stream_id: str) -> None:
+    """Record that ``stream_id`` now holds ``session_id`` (replacing any earlier stream of it).
+
+    Raises:
+        InvalidArgument: the session id belongs to another agent (the same answer as a bad id:
+            no existence oracle).
+    """
+    now = clock.now()
+    row = session.get(AgentSession, session_id)
+    if row is None:
+        session.add(AgentSession(id=session_id, agent_id=agent_id, attached_at=now, seen_at=now, stream_id=stream_id))
+    elif row.agent_id != agent_id:
+        raise InvalidArgument("the session id must be 1-80 characters of A-Z a-z 0-9 _ . : -")
+    else:
+        row.stream_id, row.seen_at = stream_id, now
+    session.flush()
+
+
+def touch(session: Session, clock: Clock, session_id: str, stream_id: str) -> bool:
+    """Refresh ``seen_at`` for a stream's heartbeat; False when another stream holds the session."""
+    moved = session.execute(update(AgentSession).where(AgentSession.id == session_id,
+                                                       AgentSession.stream_id == stream_id)
+                            .values(seen_at=clock.now()).execution_options(synchronize_session=False))
+    return bool(moved.rowcount)  # type: ignore[attr-defined]
+
+
+def detach(session: Session, session_id: str, stream_id: str) -> None:
+    """Forget the session when ``stream_id`` still holds it (a replaced stream leaves it alone)."""
+    session.execute(delete(AgentSession).where(AgentSession.id == session_id, AgentSession.stream_id == stream_id))
+
+
+def live_sessions(session: Session, clock: Clock, agent_id: str) -> list[AgentSession]:
+    """The agent's live sessions, least recently woken first."""
+    cutoff = clock.now() - timedelta(seconds=LIVE_SECONDS)
+    rows = session.execute(select(AgentSession).where(AgentSession.agent_id == agent_id,
+                                                      AgentSession.seen_at > cutoff)).scalars().all()
+    epoch = datetime.min.replace(tzinfo=clock.now().tzinfo)
+    return sorted(rows, key=lambda r: (r.last_woken_at or epoch, r.attached_at, r.id))
+
+
+def pick(session: Session, clock: Clock, agent_ids: list[str]) -> AgentSession | None:
+    """The session a wake goes to: the least recently woken live session of the first agent in
+    ``agent_ids`` (best candidate first) that has one; ``None`` when none is attached."""
+    for agent_id in agent_ids:
+        live = live_sessions(session, clock, agent_id)
+        if live:
+            return live[0]
+    return None
+
+
+def emit(session: Session, clock: Clock, agent_id: str, session_id: str | None, kind: str,
+         data: dict[str, Any]) -> int:
+    """Write one stream event (in the caller's transaction) and return its id.
+
+    Args:
+        agent_id: whose stream carries it.
+        session_id: the one session it is for, or ``None`` for any session of the agent.
+        kind: the SSE event name (``wake``, ``doorbell``, ...).
+        data: the JSON payload.
+    """
+    now = clock.now()
+    event = AgentEvent(agent_id=agent_id, session_id=session_id, kind=kind, data=data, created_at=now)
+    session.add(event)
+    if session_id is not None:
+        session.execute(update(AgentSession).where(AgentSession.id == session_id)
+                        .values(last_woken_at=now).execution_options(synchronize_session=False))
+    session.flush()
+    return int(event.id or 0)
+
+
+def newest_id(session: Session, agent_id: str) -> int:
+    """The id of the agent's newest event (0 when none): a fresh stream starts after it."""
+    return int(session.execute(select(func.max(AgentEvent.id)).where(AgentEvent.agent_id == agent_id)).scalar() or 0)
+
+
+def read_after(session: Session, agent_id: str, session_id: str, after: int, limit: int = 100) -> list[AgentEvent]:
+    """Events for ``session_id`` (or for any session of the agent) with id above ``after``,
+    oldest first; never another agent's (DESIGN.md §6.5a)."""
+    return list(session.execute(
+        select(AgentEvent).where(AgentEvent.agent_id == agent_id, AgentEvent.id > after,  # type: ignore[operator]
+                                 or_(AgentEvent.session_id.is_(None), AgentEvent.session_id == session_id))  # type: ignore[union-attr]
+        .order_by(AgentEvent.id).limit(limit)
+    ).scalars().all())
+
+
+def prune(session: Session, clock: Clock) -> int:
+    """Drop events older than :data:`EVENT_KEEP_SECONDS` and sessions unseen for an hour."""
+    now = clock.now()
+    gone = session.execute(delete(AgentEvent).where(AgentEvent.created_at < now - timedelta(seconds=EVENT_KEEP_SECONDS)))
+    session.execute(delete(AgentSession).where(AgentSession.seen_at < now - timedelta(seconds=STALE_SESSION_SECONDS)))
+    return int(gone.rowcount or 0)  # type: ignore[attr-defined]
