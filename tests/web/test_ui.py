@@ -264,3 +264,32 @@ def test_sources_create_rotate_and_agents_vend_and_revoke(live: LiveApp) -> None
 def test_feed_rows_reject_a_bad_position(live: LiveApp, path: str) -> None:
     client = signed_in(live)
     assert client.get(path).status_code == 400
+
+
+def test_a_prompt_decided_elsewhere_shows_who_and_how_and_refuses_a_second_verdict(live: LiveApp) -> None:
+    from switchboard.inbox import permissions
+
+    own(live)
+    add_human(live, "bob")
+    hub = live.hub
+    with hub.db.write() as s:
+        item, _ = permissions.relay(s, hub.clock, agent_id=live.world.agent_id, session_id="sess-1",
+                                    request_id="abcde", tool_name="Bash", description="List <b>files</b>",
+                                    input_preview='{"command": "ls"}', expires_in_seconds=600)
+        token = directory.vend_human_token(s, "alice")
+    client = signed_in(live)
+    page = client.get("/ui/inbox").text
+    assert "abcde" in page and "List &lt;b&gt;files&lt;/b&gt;" in page  # the prompt's text is text, never markup
+    bob = signed_in(live, "bob")
+    assert post_form(bob, "/ui/inbox", f"/ui/inbox/{item['id']}/decide", {"decision": "approve"}).status_code == 404
+    over_rest = httpx2.post(f"{live.url}/api/v1/human/inbox/{item['id']}/decide", json={"decision": "deny"},
+                            headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert over_rest.status_code == 200
+    late = post_form(client, "/ui/inbox", f"/ui/inbox/{item['id']}/decide", {"decision": "approve"})
+    assert late.status_code == 409 and "already decided" in late.text
+    decided = client.get("/ui/inbox").text
+    row = decided.split("Recently decided", 1)[1]
+    assert "claude1 asks to run Bash" in row and "denied" in row and ">rest<" in row and ">alice<" in row
+    with hub.db.read() as s:
+        stored = s.get(InboxItem, item["id"])
+        assert (stored.decision, stored.resolved_via) == ("deny", "rest")

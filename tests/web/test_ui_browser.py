@@ -1,7 +1,9 @@
 """The web UI in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
 
-Shown here: signing in through the link ``switchboard login`` prints, releasing a quarantined
-delivery, and the feed updating live after a webhook with no reload. Each page is saved as a
+Shown here: signing in through the link ``switchboard login`` prints, answering and approving,
+releasing a quarantined delivery, the feed updating live after a webhook with no reload,
+approving a friend request, and allowing a permission prompt whose verdict reaches a raw
+JSON-RPC client of a real ``switchboard channel`` process. Each page is saved as a
 PNG: into ``$SWITCHBOARD_SCREENSHOTS`` when set (``docs/screenshots`` refreshes the README's
 pictures), else into the test's temporary folder.
 """
@@ -16,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.inbox import items as inbox_ops
-from switchboard.models import Delivery
+from switchboard.models import Delivery, InboxItem
 from switchboard.queue import todos
 from tests.conftest import LiveApp, cli_env, switchboard_exe, wait_for
 from tests.web.ui_support import linked_issue, own, stranger_delivery
@@ -176,3 +179,62 @@ def _todo_of(live: LiveApp, delivery_id: str) -> str | None:
     with live.hub.db.read() as s:
         row = s.get(Delivery, delivery_id)
         return row.todo_id if row is not None else None
+
+
+def test_approve_a_friend_request(browser: Any, live: LiveApp, shots: Path) -> None:
+    from switchboard.friends import requests as friend_requests
+    from switchboard.models import FriendRequest, Friendship
+
+    own(live)
+    hub = live.hub
+    with hub.db.write() as s:
+        directory.add_human(s, "bob")
+        asker = directory.add_agent(s, "bobbot", "bob")
+        made = friend_requests.request(s, hub.clock, agent_id=asker.id, to_agent="claude1", queues=["acme/reviews"],
+                                       reason="Bob's release checklist needs reviews from claude1")
+    page = _sign_in(browser, live)
+    card = page.locator(f"article#{made['inbox_item_id']}")
+    text = card.inner_text()
+    assert "bobbot" in text and "owned by bob" in text and "acme/reviews" in text and "release checklist" in text
+    page.screenshot(path=str(shots / "inbox-friend.png"), full_page=True)
+    card.get_by_role("button", name="Approve").click()
+    page.wait_for_selector("text=Nothing waits on you.")
+    with hub.db.read() as s:
+        fr = s.get(FriendRequest, made["request_id"])
+        assert (fr.status, fr.decided_via) == ("approved", "web")
+        fs = s.execute(select(Friendship).where(Friendship.request_id == fr.id)).scalars().one()
+        assert fs.approved_via == "web" and fs.queues == fr.queues
+
+
+def test_allow_a_permission_prompt_and_the_verdict_reaches_the_adapter(browser: Any, live: LiveApp, shots: Path,
+                                                                       tmp_path: Path) -> None:
+    from tests.mcp_server.claude_like import PERMISSION, ClaudeLike
+
+    own(live)
+    claude = ClaudeLike(live.url, live.world.token, tmp_path / "adapter")
+    try:
+        init = claude.initialize()
+        assert init["capabilities"]["experimental"] == {"claude/channel": {}, "claude/channel/permission": {}}
+        claude.attached()
+        claude.prompt("qwert", "Bash", "Run the test suite", '{"command": "pytest -q tests/"}')
+
+        def item_id() -> str | None:
+            with live.hub.db.read() as s:
+                return s.execute(select(InboxItem.id).where(InboxItem.kind == "permission",
+                                                            InboxItem.request_id == "qwert")).scalar()
+
+        held = wait_for(item_id)
+        page = _sign_in(browser, live)
+        card = page.locator(f"article#{held}")
+        text = card.inner_text()
+        assert "qwert" in text and "Bash" in text and "Run the test suite" in text and "pytest -q tests/" in text
+        page.screenshot(path=str(shots / "inbox-permission.png"), full_page=True)
+        card.get_by_role("button", name="Allow").click()
+        page.wait_for_selector("text=Nothing waits on you.")
+        verdict = claude.wait_for(PERMISSION, request_id="qwert")
+        assert verdict == {"request_id": "qwert", "behavior": "allow"}
+        assert "allowed" in page.locator("table").inner_text() and ">web<" in page.content()
+        assert len(claude.received(PERMISSION)) == 1
+    finally:
+        claude.close()
+    assert claude.stdout_garbage == []
