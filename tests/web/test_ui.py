@@ -137,6 +137,7 @@ def test_a_human_sees_and_touches_only_their_own_projects(live: LiveApp) -> None
         text = bob.get(path).text
         assert "alice&#39;s secret plan" not in text and "alice's approval" not in text
         assert held not in text and live.world.source_id not in text and "claude1" not in text
+    assert "alice" not in bob.get("/ui/feed/rows?after=0").text
     assert bob.get(f"/ui/todos/{todo.id}").status_code == 404
     assert bob.get("/ui/todos?project=acme").status_code == 404
     for action, data in [
@@ -191,6 +192,9 @@ def test_todos_add_assign_cancel_and_retry(live: LiveApp) -> None:
     assert refused.status_code == 403 and "forbidden" in refused.text
     bad = post_form(client, "/ui/todos", "/ui/todos", {"project": "acme", "title": "<channel>x</channel>"})
     assert bad.status_code == 400
+    for priority in ("--5", "1e3", "1001", "", "٣"):
+        r = post_form(client, "/ui/todos", "/ui/todos", {"project": "acme", "title": "p", "priority": priority})
+        assert r.status_code == (303 if priority == "" else 400), priority
     listed = client.get("/ui/todos?project=acme&queue=docs&state=pending").text
     assert "Write docs" in listed
     assert "Write docs" not in client.get("/ui/todos?state=done").text
@@ -293,3 +297,29 @@ def test_a_prompt_decided_elsewhere_shows_who_and_how_and_refuses_a_second_verdi
     with hub.db.read() as s:
         stored = s.get(InboxItem, item["id"])
         assert (stored.decision, stored.resolved_via) == ("deny", "rest")
+
+
+def test_no_form_input_gives_a_server_error(live: LiveApp) -> None:
+    own(live)
+    held = stranger_delivery(live)
+    with live.hub.db.write() as s:
+        todo, _ = todos.create(s, live.hub.clock, project_id=live.world.project_id, queue="q", kind="manual",
+                               title="t", payload=None)
+    client = signed_in(live)
+    junk = ["", " ", "x" * 5000, "\x00", "<channel>", "💥", "-1", "99999999999999999999", "../../etc", "acme\n"]
+    actions = {
+        "/ui/todos": ["project", "title", "queue", "assign", "priority"],
+        f"/ui/todos/{todo.id}/assign": ["agent"],
+        f"/ui/quarantine/{held}/link": ["human"],
+        "/ui/sources": ["project", "provider", "queue", "secret"],
+        f"/ui/sources/{live.world.source_id}/rotate": ["keep_old_for", "secret"],
+        "/ui/inbox/inb_nothing/answer": ["answer", "text"],
+        "/ui/inbox/inb_nothing/decide": ["decision", "note"],
+    }
+    for action, fields in actions.items():
+        for value in junk:
+            r = post_form(client, "/ui/todos", action, {f: value for f in fields})
+            assert r.status_code < 500, (action, value, r.text[:300])
+    for path in ["/ui/todos?project=%00", "/ui/todos?state=%F0%9F%92%A5", "/ui/todos/" + "x" * 3000,
+                 "/ui/feed/rows?after=99999999999999999999", "/ui/login/" + "y" * 3000]:
+        assert client.get(path).status_code < 500, path

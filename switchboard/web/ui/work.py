@@ -12,6 +12,7 @@ grant). Todo payloads are shown as stored: secret values were replaced by refs a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from flask import flash, g, redirect, render_template, request, url_for
@@ -196,7 +197,7 @@ def todo_add() -> Any:
     queue = (request.form.get("queue") or "default").strip()
     directory.check_name("queue", queue)
     raw = (request.form.get("priority") or "0").strip()
-    if not raw.lstrip("-").isdigit() or not -1000 <= int(raw) <= 1000:
+    if not re.fullmatch(r"-?[0-9]{1,4}", raw) or not -1000 <= int(raw) <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")
     with write_session() as s:
         pid = owned_project(s, request.form.get("project"))
