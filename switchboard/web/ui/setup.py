@@ -29,28 +29,28 @@ RECENT_DELIVERIES = 10
 # Where to paste the URL and the secret, per provider (the README's table, "Other providers").
 SETUP_STEPS: dict[str, list[str]] = {
     "github": ["Repository → Settings → Webhooks → Add webhook.",
-               "Payload URL: the webhook URL below. Content type: application/json.",
-               "Secret: the secret below. Events: everything, or issues, pull requests, reviews, pushes…"],
-    "gitea": ["Repository → Settings → Webhooks → Add webhook → Gitea.", "Target URL: the webhook URL below.",
-              "Secret: the secret below."],
-    "forgejo": ["Repository → Settings → Webhooks → Add webhook → Forgejo.", "Target URL: the webhook URL below.",
-                "Secret: the secret below."],
-    "gitlab": ["Project → Settings → Webhooks.", "URL: the webhook URL below.",
-               "Secret token: the secret below (or create the source with GitLab's signing token whsec_…)."],
-    "slack": [("App settings → Event Subscriptions → Request URL: the webhook URL below "
+               "Payload URL: the webhook URL above. Content type: application/json.",
+               "Secret: the secret above. Events: everything, or issues, pull requests, reviews, pushes…"],
+    "gitea": ["Repository → Settings → Webhooks → Add webhook → Gitea.", "Target URL: the webhook URL above.",
+              "Secret: the secret above."],
+    "forgejo": ["Repository → Settings → Webhooks → Add webhook → Forgejo.", "Target URL: the webhook URL above.",
+                "Secret: the secret above."],
+    "gitlab": ["Project → Settings → Webhooks.", "URL: the webhook URL above.",
+               "Secret token: the secret above (or create the source with GitLab's signing token whsec_…)."],
+    "slack": [("App settings → Event Subscriptions → Request URL: the webhook URL above "
                "(Slack's url_verification is answered once verified)."),
               "Use the same URL for Slash Commands and Interactivity.",
               "The secret is the app's Basic Information → Signing Secret, entered when creating the source."],
-    "discord": ["Developer Portal → General Information → Interactions Endpoint URL: the webhook URL below.",
+    "discord": ["Developer Portal → General Information → Interactions Endpoint URL: the webhook URL above.",
                 "The secret is the application's Public Key (64 hex), entered when creating the source."],
-    "teams": ["Team → Manage team → Apps → Create an outgoing webhook → Callback URL: the webhook URL below.",
+    "teams": ["Team → Manage team → Apps → Create an outgoing webhook → Callback URL: the webhook URL above.",
               "The secret is the security token Teams shows once (base64), entered when creating the source."],
-    "mattermost": ["Integrations → Outgoing Webhooks → Add → Callback URLs: the webhook URL below.",
+    "mattermost": ["Integrations → Outgoing Webhooks → Add → Callback URLs: the webhook URL above.",
                    "The secret is the webhook's Token, entered when creating the source."],
     "telegram": ["Call https://api.telegram.org/bot<TOKEN>/setWebhook?url=<webhook URL>&secret_token=<secret>.",
-                 "Use the webhook URL and the secret below."],
-    "standard_webhooks": ["In the sender's endpoint settings, add the webhook URL below.",
-                          "Secret: the whsec_… secret below (or create the source with the sender's own)."],
+                 "Use the webhook URL and the secret above."],
+    "standard_webhooks": ["In the sender's endpoint settings, add the webhook URL above.",
+                          "Secret: the whsec_… secret above (or create the source with the sender's own)."],
 }
 
 
