@@ -98,3 +98,17 @@ def test_the_browser_session_cookie_opens_the_stream(live: LiveApp) -> None:
     browser = signed_in(live)
     heard, _ = _events(browser, 1, after_attach=lambda: _todo(live, "for the page"))
     assert heard[0]["data"]["kind"] == "todo.created"
+
+
+def test_heartbeats_are_comments_without_ids(live: LiveApp, monkeypatch: Any) -> None:
+    from switchboard.web import human_stream
+
+    monkeypatch.setattr(human_stream, "HEARTBEAT_SECONDS", 0.2)  # 15 s in production
+    client = httpx2.Client(base_url=live.url, timeout=20)
+    lines: list[str] = []
+    with client.stream("GET", "/api/v1/stream", headers=_token(live)) as resp:
+        for line in resp.iter_lines():
+            lines.append(line)
+            if sum(1 for x in lines if x.startswith(": ping")) >= 2:
+                break
+    assert not any(x.startswith("id:") for x in lines)
