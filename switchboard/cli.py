@@ -567,6 +567,9 @@ def todo_show(todo_id: str) -> tuple[dict[str, Any], str]:
         data = todo_ops.row(row_, with_payload=True)
         data["attempts"] = todo_ops.attempts_of(s, todo_id)
     lines = [f"{data['id']} [{data['state']}] {data['queue']}: {data['title']}"]
+    if data["ring_count"]:
+        lines.append(f"rung {data['ring_count']} time(s), last at {data['last_rung_at']}"
+                     + (" (never claimed)" if not data["attempts"] else ""))
     if data.get("payload") is not None:
         lines.append("payload: " + json.dumps(data["payload"], indent=2, default=str))
     if data.get("result") is not None:
@@ -864,3 +867,46 @@ def friend_revoke(friendship_id: str, human_name: str | None) -> tuple[dict[str,
     finally:
         hub.close()
     return data, f"{friendship_id} revoked"
+
+@main.command()
+@click.argument("agent_name", metavar="AGENT")
+@click.option("--wait", "wait_seconds", default=20.0, show_default=True, type=click.FloatRange(0, 600),
+              help="Seconds to wait for the agent to acknowledge the test wake.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def doctor(agent_name: str, wait_seconds: float, as_json: bool) -> None:
+    """Ring AGENT's doorbell: does a wake reach its model? (DESIGN.md §6.5)
+
+    Sends a test wake to every attached session of AGENT (the running ``serve`` process
+    forwards it within a few seconds) and waits for the model to call ``doorbell_ack``. Prints
+    heard, unheard (attached, but Claude Code drops the wakes: channels not enabled for this
+    server) or no_session, with the fix; exits 0 only for heard.
+    """
+    import time
+
+    from switchboard import directory
+    from switchboard.notify import doorbell
+    from switchboard.notify.wakes import waiting_for
+
+    with clear_errors(as_json):
+        hub = _hub_cli()
+        try:
+            with hub.db.write() as s:
+                agent = directory.agent_by_name(s, agent_name)
+                rung = doorbell.ring(s, hub.clock, agent.id)
+                _, waiting = waiting_for(s, agent.id)
+            verdict = "no_session"
+            if rung["sessions"]:
+                deadline = time.monotonic() + wait_seconds
+                while True:
+                    with hub.db.read() as s:
+                        verdict = doorbell.verdict(s, agent.id, rung["ring_id"])
+                    if verdict == "heard" or time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.2)
+        finally:
+            hub.close()
+    data = {"agent": agent_name, "ring_id": rung["ring_id"], "sessions": rung["sessions"], "verdict": verdict,
+            "fix": doorbell.VERDICTS[verdict], "waiting_todos": waiting}
+    _emit(as_json, data, f"{verdict}: {rung['sessions']} session(s) attached; {waiting} todo(s) waiting.\n"
+                         f"{doorbell.VERDICTS[verdict]}")
+    sys.exit(0 if verdict == "heard" else 1)

@@ -37,6 +37,7 @@ class Hub:
         self.streams = AgentStreams()
         self.inbox_waiters = InboxWaiters()
         self._inbox_seen: int | None = None  # newest resolution already rung (see reap)
+        self._events_seen: int | None = None  # newest agent event already nudged (see reap)
         self.counters: Counter[str] = Counter()
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
@@ -118,7 +119,9 @@ class Hub:
             self.broker.publish_wake(wake)
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
-            self.broker.publish_event(agent_id, None)  # a verdict decided by the CLI, for example
+        if self.role == "serve":
+            for agent_id, session_id in self._events_elsewhere():
+                self.streams.nudge(agent_id, session_id)
         counts["rung"] = len(wakes)
         counts["expired"] = len(expired_for)
         from switchboard.inbox import alerts
@@ -133,19 +136,40 @@ class Hub:
         self.broker.publish_inbox(agent_id)
         self.broker.publish_event(agent_id, None)
 
+    def _events_elsewhere(self) -> set[tuple[str, str | None]]:
+        """Streams with agent events written since the last pass (by the CLI's ``doctor``, or
+        another process without Redis): one indexed read; a nudge for an event already
+        streamed reads nothing."""
+        from sqlalchemy import func, select
+
+        from switchboard.models import AgentEvent
+
+        with self.db.read() as s:
+            if self._events_seen is None:
+                self._events_seen = int(s.execute(select(func.max(AgentEvent.id))).scalar() or 0)
+                return set()
+            rows = s.execute(select(AgentEvent.id, AgentEvent.agent_id, AgentEvent.session_id)
+                             .where(AgentEvent.id > self._events_seen).order_by(AgentEvent.id).limit(1000)).all()
+        if rows:
+            self._events_seen = int(rows[-1][0])
+        return {(r[1], r[2]) for r in rows}
+
     def _resolved_elsewhere(self) -> list[str]:
         """Agents with items resolved since the last pass (one indexed read on
         ``resolved_event_id``); rings are harmless when the resolver rang already."""
         from sqlalchemy import func, select
 
+        from switchboard.feed.events import settled
         from switchboard.models import InboxItem
 
         with self.db.read() as s:
             if self._inbox_seen is None:
-                self._inbox_seen = int(s.execute(select(func.max(InboxItem.resolved_event_id))).scalar() or 0)
+                self._inbox_seen = int(s.execute(select(func.max(InboxItem.resolved_event_id)).where(
+                    settled(InboxItem.resolved_event_id, s))).scalar() or 0)
                 return []
             rows = s.execute(select(InboxItem.agent_id, InboxItem.resolved_event_id)
-                             .where(InboxItem.resolved_event_id > self._inbox_seen)).all()
+                             .where(InboxItem.resolved_event_id > self._inbox_seen,
+                                    settled(InboxItem.resolved_event_id, s))).all()
         if rows:
             self._inbox_seen = max(int(r[1]) for r in rows)
         return [r[0] for r in rows]

@@ -1,7 +1,7 @@
 """agent sessions and durable agent stream events
 
 Revision ID: 0010
-Revises: 0006
+Revises: 0014
 Create Date: 2026-12-01 01:40:00
 """
 
@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 import switchboard.models.base
 
 revision = '0010'
-down_revision = '0006'
+down_revision = '0014'
 branch_labels = None
 depends_on = None
 

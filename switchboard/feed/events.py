@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import insert, select
 from sqlmodel import Session
 
@@ -70,3 +71,29 @@ def record(session: Session, clock: Clock, project_id: str, kind: str, title: st
 
 
 FEED = FeedEvent.__table__  # type: ignore[attr-defined]
+
+#: PostgreSQL: the smallest feed position a transaction still running (or starting later) can
+#: write; migration 0014 makes every new id ``(transaction id << 16) | n``.
+_PG_HORIZON = sa.literal_column("(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 16)")
+
+
+def settled(position: Any, session: Session) -> Any:
+    """A WHERE clause keeping feed positions no later commit can come before.
+
+    A cursor over feed ids (``feed_read``, the trailer, subscriptions, ``inbox_read``) may only
+    move past ids whose transactions have all ended, or it skips an event committed late
+    behind it (issue 18.6). On PostgreSQL ids are ordered by transaction id (migration 0014),
+    so ``position < pg_snapshot_xmin(pg_current_snapshot()) << 16`` is that set; a transaction
+    left open delays delivery, it never loses it. SQLite has one writer: every committed id is
+    settled.
+
+    Args:
+        position: a column holding feed event ids (``FeedEvent.id``, ``InboxItem.seq``, ...).
+        session: the session the query runs in (its dialect decides).
+
+    Returns:
+        A SQL boolean expression (``true`` on SQLite).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        return position < _PG_HORIZON
+    return sa.true()

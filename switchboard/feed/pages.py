@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.models import FeedEvent
+from switchboard.feed.events import settled
 from switchboard.notify import cursors
 from switchboard.queue.todos import iso, resolve_projects
 
@@ -65,7 +66,7 @@ def read(session: Session, agent_id: str, grants: dict[str, str], *, project: st
                       for pid, pos in stored.items()])
     else:
         where = and_(FeedEvent.project_id.in_(project_ids), FeedEvent.id > since)  # type: ignore[attr-defined,operator]
-    query = select(FeedEvent).where(where)
+    query = select(FeedEvent).where(where, settled(FeedEvent.id, session))
     if kinds:
         query = query.where(FeedEvent.kind.in_(kinds))  # type: ignore[attr-defined]
     rows = session.execute(query.order_by(FeedEvent.id).limit(limit + 1)).scalars().all()

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from switchboard.hub import Hub
 
 log = logging.getLogger(__name__)
+# Apprise's own log lines quote the URL, which usually holds a token (DESIGN.md §5: no secret in
+# logs): only its critical lines pass; failures are logged here without the URL.
+logging.getLogger("apprise").setLevel(logging.CRITICAL)
 MAX_URL_CHARS = 2_000
 MAX_DESCRIPTION_CHARS = 300
 TITLE = "Switchboard: a permission prompt waits"

@@ -219,7 +219,8 @@ def read(session: Session, agent_id: str, *, status: str | None = None, since: i
     """
     if not 1 <= limit <= MAX_READ_LIMIT:
         raise InvalidArgument(f"limit must be 1 to {MAX_READ_LIMIT}")
-    query = select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.seq > (since or 0))
+    query = select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.seq > (since or 0),
+                                    feed.settled(InboxItem.seq, session))
     if status == "resolved":
         query = query.where(InboxItem.status != "open")
     elif status is not None:
@@ -235,7 +236,8 @@ def read(session: Session, agent_id: str, *, status: str | None = None, since: i
 def resolved_after(session: Session, agent_id: str, position: int, limit: int = 50) -> list[InboxItem]:
     """The agent's items resolved after ``position`` (attention order), oldest first."""
     return list(session.execute(
-        select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.resolved_event_id > position)
+        select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.resolved_event_id > position,
+                                feed.settled(InboxItem.resolved_event_id, session))
         .order_by(InboxItem.resolved_event_id).limit(limit)
     ).scalars())
 

@@ -22,7 +22,6 @@ nothing is sent anywhere else).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 

@@ -33,7 +33,9 @@ import json
 import logging
 import os
 import random
+import select
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -276,26 +278,34 @@ def build_channel_server(bridge: Bridge) -> ChannelServer:
     return server
 
 
-async def _watch_parent(parent: int) -> None:
-    """Return when the parent process is gone (we were re-parented)."""
-    while os.getppid() == parent:
-        await anyio.sleep(1.0)
-    log.info("parent process %s is gone; exiting", parent)
+def _watchdog(parent: int, stdout_fd: int, interval: float = 0.5) -> None:
+    """Exit the process (status 0, quietly) when the parent is gone (we were re-parented) or
+    the reader of stdout is gone (the pipe's write end reports an error).
+
+    A thread, not a task: when stdout breaks, the SDK's stdio transport waits for its stdin
+    reader thread, which blocks as long as stdin stays open; nothing on the event loop can end
+    that. ``os._exit`` skips cleanup the hub does not need: it holds nothing of ours.
+    """
+    poller = select.poll()
+    poller.register(stdout_fd, select.POLLERR | select.POLLHUP)
+    while True:
+        gone = os.getppid() != parent
+        broken = any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+        if gone or broken:
+            log.info("%s; exiting", "parent process is gone" if gone else "stdout is closed")
+            logging.shutdown()
+            os._exit(0)
+        time.sleep(interval)
 
 
 async def serve_stdio(url: str, token: str) -> None:
-    """Serve over stdin/stdout until stdin closes or the parent dies."""
+    """Serve over stdin/stdout until stdin closes (the watchdog of :func:`run_channel` ends the
+    process when the parent dies or stdout breaks)."""
     bridge = Bridge(url, token)
     server = build_channel_server(bridge)
-    parent = os.getppid()
     try:
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
-            async def watch() -> None:
-                await _watch_parent(parent)
-                tg.cancel_scope.cancel()
-
             tg.start_soon(bridge.pump)
-            tg.start_soon(watch)
             await server.run(read_stream, write_stream, server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:
@@ -322,6 +332,13 @@ def run_channel(url: str, token: str, log_level: str = "WARNING") -> None:
         root.removeHandler(handler)
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx2").setLevel(max(logging.WARNING, root.level))
+    try:
+        watched = os.dup(sys.stdout.fileno())  # the same pipe as stdout, before the SDK diverts fd 1
+    except OSError:
+        watched = None
+    if watched is not None:
+        threading.Thread(target=_watchdog, args=(os.getppid(), watched), name="switchboard-channel-watchdog",
+                         daemon=True).start()
     try:
         anyio.run(serve_stdio, url, token)
     except KeyboardInterrupt:

@@ -8,8 +8,10 @@ defines a tool of its own.
 A result is ``{"content": [{"type": "text", "text": ...}], "structuredContent": {...},
 "isError": bool}``; an error's structured content is ``{code, message, retryable}``. A
 successful result may also carry ``"notifications": {"pending": [...]}`` (the trailer,
-DESIGN.md §6.4), mirrored as its last text block; the MCP servers put the member back on the
-wire with a middleware (the SDK drops unknown members).
+DESIGN.md §6.4), copied into ``structuredContent.notifications`` (what Claude Code shows the
+model) and as a leading ``[switchboard] N pending: ...`` line of the first text block; the MCP
+servers put the top-level member back on the wire with a middleware (the SDK drops unknown
+members).
 
 ``inbox_wait`` is the one tool with an async ``waiter``: it parks on the broker instead of a
 thread (:func:`call_tool_async`).
@@ -33,6 +35,7 @@ from switchboard.feed.events import KINDS as FEED_KINDS
 from switchboard.inbox import items as inbox
 from switchboard.inbox import waiting
 from switchboard.intake import vault
+from switchboard.mcp_server import outputs
 from switchboard.models import Agent, Human, Project
 from switchboard.notify import subscriptions, trailer
 from switchboard.queue import leases, todos
@@ -55,18 +58,42 @@ class Caller:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One tool: name, description, input schema, handler and text rendering."""
+    """One tool, with all its metadata in one place (a new tool is one more entry in :data:`TOOLS`).
+
+    Attributes:
+        name: the tool name.
+        title: a short human title (MCP ``Tool.title``).
+        description: what it does, for the model.
+        input_schema: JSON Schema of the arguments; every property has a ``description``.
+        output_schema: JSON Schema of ``structuredContent`` (with the optional ``notifications``
+            member: :mod:`switchboard.mcp_server.outputs`).
+        annotations: MCP tool annotations (``readOnlyHint``, ``idempotentHint``,
+            ``destructiveHint``, ``openWorldHint``).
+        handler: runs in the hub with the calling agent as actor; returns structured content.
+        render: the short text rendering of a result.
+        waiter: an async variant that parks on the event loop (``inbox_wait``).
+    """
 
     name: str
+    title: str
     description: str
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    annotations: dict[str, bool]
     handler: Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]
     render: Callable[[dict[str, Any]], str]
     waiter: Callable[[Hub, Caller, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
     def definition(self) -> dict[str, Any]:
         """The MCP ``Tool`` shape (camelCase wire names)."""
-        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        return {"name": self.name, "title": self.title, "description": self.description,
+                "inputSchema": self.input_schema, "outputSchema": self.output_schema,
+                "annotations": {"title": self.title, **self.annotations}}
+
+
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+WRITE_IDEMPOTENT = {**WRITE, "idempotentHint": True}
 
 
 def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -75,6 +102,12 @@ def _schema(properties: dict[str, Any], required: list[str] | None = None) -> di
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 100}
 _NAME = {"type": "string", "minLength": 1, "maxLength": 100}
+_TODO_ID = {**_ID, "description": "The todo's id (td_...), as in a wake's todo_id attribute or todo_list. "
+                                  "'id' is accepted as a deprecated alias for one release."}
+_PROJECT = {**_NAME, "description": "A project's name or id."}
+_QUEUE = {**_NAME, "description": "A queue name within the project (e.g. reviews)."}
+# Tools that name a todo take ``todo_id`` (as wakes say); ``id`` is its alias for one release.
+TODO_ID_ALIAS = "id"
 
 
 def _whoami(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +149,7 @@ def _render_todo_list(r: dict[str, Any]) -> str:
 
 def _todo_get(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
-        return todos.get(s, directory.grants_of(s, caller.agent_id), args["id"])
+        return todos.get(s, directory.grants_of(s, caller.agent_id), args["todo_id"])
 
 
 def _render_todo_get(r: dict[str, Any]) -> str:
@@ -125,11 +158,11 @@ def _render_todo_get(r: dict[str, Any]) -> str:
 
 
 def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    if "id" in args and ("project" in args or "queue" in args):
-        raise InvalidArgument("give either id, or project/queue for the next todo, not both")
+    if "todo_id" in args and ("project" in args or "queue" in args):
+        raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
     with hub.db.write() as s:
         grants = directory.grants_of(s, caller.agent_id)
-        return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("id"),
+        return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
                             project=args.get("project"), queue=args.get("queue"),
                             lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
                             is_postgres=not hub.db.is_sqlite)
@@ -143,13 +176,13 @@ def _render_claim(r: dict[str, Any]) -> str:
 
 
 def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
-    """A tool handler running lease operation ``op`` with ``id``, ``lease_token`` and ``names``."""
+    """A tool handler running lease operation ``op`` with ``todo_id``, ``lease_token`` and ``names``."""
 
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         extra = {name: args[name] for name in names if name in args}
         with hub.db.write() as s:
             grants = directory.grants_of(s, caller.agent_id)
-            return op(s, hub.clock, caller.agent_id, grants, todo_id=args["id"],
+            return op(s, hub.clock, caller.agent_id, grants, todo_id=args["todo_id"],
                       lease_token=args.get("lease_token"), **extra)
 
     return handler
@@ -168,7 +201,9 @@ def _render_row(r: dict[str, Any]) -> str:
 
 _LEASE_TOKEN = {"type": "string", "minLength": 1, "maxLength": 200,
                 "description": "The lease_token from todo_claim; a stale one is refused with conflict."}
-_LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": leases.MAX_LEASE_SECONDS}
+_LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": leases.MAX_LEASE_SECONDS,
+                  "description": f"Lease length in seconds (default {leases.DEFAULT_LEASE_SECONDS}, "
+                                 f"at most {leases.MAX_LEASE_SECONDS}); heartbeat before it runs out."}
 
 
 # --- inbox (DESIGN.md §6.3): questions and approvals, answered by humans --------------------------
@@ -247,120 +282,171 @@ def _unsubscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, An
         return subscriptions.unsubscribe(s, caller.agent_id, args["subscription_id"])
 
 
-_SINCE = {"type": "integer", "minimum": 0, "description": "A feed position (exclusive): next_since of an earlier page."}
+_SINCE = {"type": "integer", "minimum": 0, "description": "A position (exclusive): next_since of an earlier page."}
 _INBOX_POST = {
-    "project": _NAME,
-    "title": {"type": "string", "minLength": 1, "maxLength": inbox.MAX_TITLE_CHARS},
-    "body": {"type": "string", "maxLength": inbox.MAX_BODY_CHARS},
-    "expires_in_seconds": {"type": "integer", "minimum": 1, "maximum": inbox.MAX_EXPIRES_SECONDS},
+    "project": {**_NAME, "description": "The project (name or id) you work on that this concerns."},
+    "title": {"type": "string", "minLength": 1, "maxLength": inbox.MAX_TITLE_CHARS,
+              "description": "One line your human sees first."},
+    "body": {"type": "string", "maxLength": inbox.MAX_BODY_CHARS, "description": "Details (plain text)."},
+    "expires_in_seconds": {"type": "integer", "minimum": 1, "maximum": inbox.MAX_EXPIRES_SECONDS,
+                           "description": "Close it after this many seconds with on_expiry."},
 }
 
 
+def _limit(maximum: int, default: int = 50) -> dict[str, Any]:
+    return {"type": "integer", "minimum": 1, "maximum": maximum,
+            "description": f"Page size, 1-{maximum} (default {default}); over it is invalid_argument."}
+
+
+def _kinds(what: str) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string", "enum": list(FEED_KINDS)}, "minItems": 1,
+            "maxItems": len(FEED_KINDS), "description": f"Feed event kinds {what} (e.g. todo.created)."}
+
+
+def _doorbell_test(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    from switchboard.notify import doorbell
+
+    with hub.db.write() as s:
+        rung = doorbell.ring(s, hub.clock, caller.agent_id)
+    for session_id in rung.pop("targets"):
+        hub.broker.publish_event(caller.agent_id, session_id)
+    return rung
+
+
+def _doorbell_ack(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    from switchboard.notify import doorbell
+
+    with hub.db.write() as s:
+        return doorbell.ack(s, hub.clock, caller.agent_id, args["ring_id"])
+
+
 TOOLS: list[ToolSpec] = [
-    ToolSpec("whoami", "Who am I: this agent, its human, and its grants (project and role).",
-             _schema({}), _whoami, _render_whoami),
+    ToolSpec("whoami", "Who am I", "Who am I: this agent, its human, and its grants (project and role).",
+             _schema({}), outputs.WHOAMI, READ_ONLY, _whoami, _render_whoami),
     ToolSpec(
-        "todo_list",
+        "todo_list", "List todos",
         "List todos this agent can read, oldest first, without payloads. Filter by project (name or id), "
         "queue and state; limit 1-200 (default 50); has_more says when more exist.",
-        _schema({"project": _NAME, "queue": _NAME,
-                 "state": {"type": "string", "enum": list(todos.STATES)},
-                 "limit": {"type": "integer", "minimum": 1, "maximum": todos.MAX_LIST_LIMIT}}),
-        _todo_list, _render_todo_list),
-    ToolSpec("todo_get", "One todo with its payload, result and attempts (claimant, times, outcome).",
-             _schema({"id": _ID}, ["id"]), _todo_get, _render_todo_get),
+        _schema({"project": _PROJECT, "queue": _QUEUE,
+                 "state": {"type": "string", "enum": list(todos.STATES),
+                           "description": "Only todos in this state (pending is what can be claimed)."},
+                 "limit": _limit(todos.MAX_LIST_LIMIT)}),
+        outputs.TODO_LIST, READ_ONLY, _todo_list, _render_todo_list),
+    ToolSpec("todo_get", "Get a todo", "One todo with its payload, result and attempts (claimant, times, outcome).",
+             _schema({"todo_id": _TODO_ID}, ["todo_id"]), outputs.TODO_GET, READ_ONLY, _todo_get, _render_todo_get),
     ToolSpec(
-        "todo_claim",
-        "Claim a todo by id, or the next pending one (optionally in a project/queue; priority, then oldest). "
-        "Returns the todo with its payload, a lease (default 300 s, max 86400) and a lease_token (fence); "
-        "claiming a todo you already hold returns your current claim. {empty: true} when nothing is pending.",
-        _schema({"id": _ID, "project": _NAME, "queue": _NAME, "lease_seconds": _LEASE_SECONDS}),
-        _todo_claim, _render_claim),
+        "todo_claim", "Claim a todo",
+        "Claim a todo by todo_id (as a wake names it), or the next pending one (optionally in a project/queue; "
+        f"priority, then oldest). Returns the todo with its payload, a lease (default {leases.DEFAULT_LEASE_SECONDS} s, "
+        f"max {leases.MAX_LEASE_SECONDS}) and a lease_token (fence); call todo_heartbeat before the lease runs out, "
+        "or the todo returns to the queue. Claiming a todo you already hold returns your current claim. "
+        "{empty: true} when nothing is pending.",
+        _schema({"todo_id": _TODO_ID, "project": _PROJECT, "queue": _QUEUE, "lease_seconds": _LEASE_SECONDS}),
+        outputs.TODO_CLAIM, WRITE_IDEMPOTENT, _todo_claim, _render_claim),
     ToolSpec(
-        "todo_heartbeat",
+        "todo_heartbeat", "Extend a lease",
         "Extend the lease on a todo you hold to max(current expiry, now + lease_seconds); never shortens it.",
-        _schema({"id": _ID, "lease_seconds": _LEASE_SECONDS, "lease_token": _LEASE_TOKEN}, ["id"]),
-        _held_op(leases.heartbeat, "lease_seconds"), _render_row),
+        _schema({"todo_id": _TODO_ID, "lease_seconds": _LEASE_SECONDS, "lease_token": _LEASE_TOKEN}, ["todo_id"]),
+        outputs.TODO_ROW_OUT, WRITE_IDEMPOTENT, _held_op(leases.heartbeat, "lease_seconds"), _render_row),
     ToolSpec(
-        "todo_complete",
+        "todo_complete", "Complete a todo",
         "Mark a todo you hold as done, with an optional result (object or text).",
-        _schema({"id": _ID, "result": {}, "lease_token": _LEASE_TOKEN}, ["id"]),
-        _held_op(leases.complete, "result"), _render_row),
+        _schema({"todo_id": _TODO_ID, "result": {"description": "What you did: a JSON object or text."},
+                 "lease_token": _LEASE_TOKEN}, ["todo_id"]),
+        outputs.TODO_ROW_OUT, WRITE, _held_op(leases.complete, "result"), _render_row),
     ToolSpec(
-        "todo_fail",
+        "todo_fail", "Report a failed attempt",
         "Report that an attempt failed, with a summary. The todo is retried after a backoff (30 s doubling, "
         "at most 15 min) or dead-lettered after max_attempts failures.",
-        _schema({"id": _ID, "summary": {"type": "string", "maxLength": leases.MAX_SUMMARY_CHARS},
-                 "lease_token": _LEASE_TOKEN}, ["id"]),
-        _held_op(leases.fail, "summary"), _render_row),
+        _schema({"todo_id": _TODO_ID, "summary": {"type": "string", "maxLength": leases.MAX_SUMMARY_CHARS,
+                                                  "description": "Why it failed (plain text)."},
+                 "lease_token": _LEASE_TOKEN}, ["todo_id"]),
+        outputs.TODO_ROW_OUT, WRITE, _held_op(leases.fail, "summary"), _render_row),
     ToolSpec(
-        "todo_release",
+        "todo_release", "Release a todo",
         "Give a todo you hold back to the queue (pending again; no failure counted).",
-        _schema({"id": _ID, "lease_token": _LEASE_TOKEN}, ["id"]),
-        _held_op(leases.release), _render_row),
+        _schema({"todo_id": _TODO_ID, "lease_token": _LEASE_TOKEN}, ["todo_id"]),
+        outputs.TODO_ROW_OUT, WRITE, _held_op(leases.release), _render_row),
     ToolSpec(
-        "secret_fetch",
+        "secret_fetch", "Fetch a secret",
         "Fetch the value behind a secret ref ([secret ref=sec_... type=...] in payloads and titles). Needs "
         "work on the ref's project; every fetch is audited (secret.fetched) and rate limited.",
-        _schema({"ref": {"type": "string", "minLength": 1, "maxLength": 100}}, ["ref"]),
-        vault.fetch_tool, vault.render_fetch),
+        _schema({"ref": {"type": "string", "minLength": 1, "maxLength": 100,
+                         "description": "The secret ref (sec_...) as it appears in the payload."}}, ["ref"]),
+        outputs.SECRET, {**WRITE, "idempotentHint": True}, vault.fetch_tool, vault.render_fetch),
     ToolSpec(
-        "feed_read",
+        "feed_read", "Read the feed",
         "Feed events (what happened) in projects you can read, oldest first. With since (an event id) the read "
         "is stateless; without it your stored cursor per project is used and advanced past what this page "
         "returned. next_since is in every page; limit 1-200 (default 50); has_more says when more exist.",
-        _schema({"project": _NAME, "kinds": {"type": "array", "items": {"type": "string", "enum": list(FEED_KINDS)},
-                                             "minItems": 1, "maxItems": len(FEED_KINDS)},
-                 "since": _SINCE, "limit": {"type": "integer", "minimum": 1, "maximum": feed_pages.MAX_LIMIT}}),
-        _feed_read, _render_feed),
+        _schema({"project": _PROJECT, "kinds": _kinds("to return"), "since": _SINCE,
+                 "limit": _limit(feed_pages.MAX_LIMIT, feed_pages.DEFAULT_LIMIT)}),
+        outputs.FEED, READ_ONLY, _feed_read, _render_feed),
     ToolSpec(
-        "question_post",
+        "question_post", "Ask your human",
         "Ask your human a question in a project you work on. options limits the answers; expires_in_seconds "
         "with on_expiry ('expire' or one of the options) lets the hub close it. The answer arrives in the "
         "notifications trailer, inbox_wait and inbox_read.",
         _schema({**_INBOX_POST, "options": {"type": "array", "items": {"type": "string", "minLength": 1,
                                                                         "maxLength": 200},
-                                            "minItems": 1, "maxItems": inbox.MAX_OPTIONS},
-                 "on_expiry": {"type": "string", "minLength": 1, "maxLength": 200}}, ["project", "title"]),
-        _post("question"), _render_item),
+                                            "minItems": 1, "maxItems": inbox.MAX_OPTIONS,
+                                            "description": "The allowed answers (omit for free text)."},
+                 "on_expiry": {"type": "string", "minLength": 1, "maxLength": 200,
+                               "description": "'expire', or the option the hub answers when it expires."}},
+                ["project", "title"]),
+        outputs.ITEM, WRITE, _post("question"), _render_item),
     ToolSpec(
-        "approval_request",
+        "approval_request", "Ask for approval",
         "Ask your human to approve or deny something before you do it. expires_in_seconds with on_expiry "
         "('deny' by default, 'approve' or 'expire') lets the hub decide if nobody does.",
-        _schema({**_INBOX_POST, "options": {"type": "array", "maxItems": 0,
-                                            "description": "Not used: approvals are approve or deny."},
-                 "on_expiry": {"type": "string", "enum": ["deny", "approve", "expire"]}}, ["project", "title"]),
-        _post("approval"), _render_item),
+        _schema({**_INBOX_POST,
+                 "on_expiry": {"type": "string", "enum": ["deny", "approve", "expire"],
+                               "description": "What the hub decides when it expires (default deny)."}},
+                ["project", "title"]),
+        outputs.ITEM, WRITE, _post("approval"), _render_item),
     ToolSpec(
-        "inbox_read",
+        "inbox_read", "Read your inbox",
         "Your questions and approvals with their answers and decisions (who, when, through which path), in "
         "order of their last change. status: open, answered, decided, expired or resolved; since: next_since "
         "of an earlier page; limit 1-200 (default 50).",
-        _schema({"status": {"type": "string", "enum": list(inbox.READ_STATUSES)}, "since": _SINCE,
-                 "limit": {"type": "integer", "minimum": 1, "maximum": inbox.MAX_READ_LIMIT}}),
-        _inbox_read, _render_inbox),
+        _schema({"status": {"type": "string", "enum": list(inbox.READ_STATUSES),
+                            "description": "Only items in this status (resolved: answered, decided or expired)."},
+                 "since": _SINCE, "limit": _limit(inbox.MAX_READ_LIMIT)}),
+        outputs.INBOX, READ_ONLY, _inbox_read, _render_inbox),
     ToolSpec(
-        "inbox_wait",
+        "inbox_wait", "Wait for an answer",
         "Block until one of your questions or approvals is resolved, at most wait_seconds (default 30, max 60; "
         "0 just checks). Without since it returns each resolution once (your stored position); with since "
         "(next_since of an earlier call) it returns those after it. {resolved: [], timed_out: true} on time-out.",
-        _schema({"wait_seconds": {"type": "number", "minimum": 0, "maximum": waiting.MAX_SECONDS},
+        _schema({"wait_seconds": {"type": "number", "minimum": 0, "maximum": waiting.MAX_SECONDS,
+                                  "description": "How long to wait, in seconds (default 30, max 60; 0 polls)."},
                  "since": _SINCE}),
-        _inbox_wait_sync, _render_wait, waiter=_inbox_wait),
+        outputs.WAIT, WRITE, _inbox_wait_sync, _render_wait, waiter=_inbox_wait),
     ToolSpec(
-        "notify_subscribe",
+        "notify_subscribe", "Subscribe to feed events",
         "Subscribe to feed events of the given kinds (optionally in one project): new ones arrive in the "
         "notifications trailer of your next tool results, each once. Starts at the newest matching event "
         "(no history); an unscoped subscription covers the projects you can read at each call.",
-        _schema({"kinds": {"type": "array", "items": {"type": "string", "enum": list(FEED_KINDS)},
-                           "minItems": 1, "maxItems": len(FEED_KINDS)},
-                 "project": _NAME}, ["kinds"]),
-        _subscribe, lambda r: f"subscribed {r['subscription_id']} to {', '.join(r['kinds'])} from #{r['cursor']}"),
+        _schema({"kinds": _kinds("to subscribe to"), "project": _PROJECT}, ["kinds"]),
+        outputs.SUBSCRIBE, WRITE, _subscribe,
+        lambda r: f"subscribed {r['subscription_id']} to {', '.join(r['kinds'])} from #{r['cursor']}"),
     ToolSpec(
-        "notify_unsubscribe",
+        "notify_unsubscribe", "Unsubscribe",
         "Remove one of your subscriptions.",
-        _schema({"subscription_id": _ID}, ["subscription_id"]),
-        _unsubscribe, lambda r: f"removed {r['subscription_id']}"),
+        _schema({"subscription_id": {**_ID, "description": "The subscription_id notify_subscribe returned."}},
+                ["subscription_id"]),
+        outputs.UNSUBSCRIBE, WRITE_IDEMPOTENT, _unsubscribe, lambda r: f"removed {r['subscription_id']}"),
+    ToolSpec(
+        "doorbell_test", "Test the doorbell",
+        "Send a test wake to every attached session of this agent; the model that receives it calls "
+        "doorbell_ack with its ring_id. sessions is how many sessions were rung (0: none attached).",
+        _schema({}), outputs.DOORBELL_TEST, WRITE, _doorbell_test,
+        lambda r: f"doorbell {r['ring_id']} rang {r['sessions']} session(s)"),
+    ToolSpec(
+        "doorbell_ack", "Acknowledge a doorbell test",
+        "Confirm that you received a doorbell test wake (its ring_id attribute).",
+        _schema({"ring_id": {**_ID, "description": "The ring_id attribute of the doorbell wake."}}, ["ring_id"]),
+        outputs.DOORBELL_ACK, WRITE_IDEMPOTENT, _doorbell_ack, lambda r: f"doorbell {r['ring_id']} heard"),
 ]
 from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # specs built on ToolSpec above
 
@@ -418,6 +504,10 @@ def validate(name: str, arguments: Any) -> tuple[ToolSpec, dict[str, Any]]:
     args = {} if arguments is None else arguments
     if not isinstance(args, dict):
         raise InvalidArgument("arguments must be a JSON object")
+    if TODO_ID_ALIAS in args and "todo_id" in spec.input_schema["properties"]:
+        if "todo_id" in args:
+            raise InvalidArgument("give todo_id (or its deprecated alias id), not both")
+        args = {("todo_id" if k == TODO_ID_ALIAS else k): v for k, v in args.items()}
     try:
         jsonschema.validate(args, spec.input_schema)
     except jsonschema.ValidationError as exc:
@@ -450,8 +540,12 @@ def success(hub: Hub, caller: Caller, name: str, structured: dict[str, Any], *,
             log.warning("notifications trailer skipped (%s)", type(exc).__name__)
             member = None
         if member is not None:
+            # DESIGN.md §6.4: the same items in three places, so a delivered item is one the model
+            # could read (Claude Code shows it structuredContent only, when there is one).
             result["notifications"] = member
-            result["content"].append({"type": "text", "text": trailer.text_block(member)})
+            result["structuredContent"] = {**structured, "notifications": member}
+            first = result["content"][0]
+            first["text"] = trailer.text_block(member) + "\n" + first["text"]
     return result
 
 

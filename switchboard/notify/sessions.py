@@ -31,6 +31,7 @@ from switchboard.models import AgentEvent, AgentSession
 LIVE_SECONDS = 45  # three missed 15 s heartbeats
 EVENT_KEEP_SECONDS = 24 * 3600
 STALE_SESSION_SECONDS = 3600
+HIDDEN_KINDS = ("doorbell_ring", "doorbell_ack")  # bookkeeping rows, never streamed
 SESSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
 
 
@@ -125,6 +126,7 @@ def read_after(session: Session, agent_id: str, session_id: str, after: int, lim
     oldest first; never another agent's (DESIGN.md §6.5a)."""
     return list(session.execute(
         select(AgentEvent).where(AgentEvent.agent_id == agent_id, AgentEvent.id > after,  # type: ignore[operator]
+                                 AgentEvent.kind.not_in(HIDDEN_KINDS),  # type: ignore[attr-defined]
                                  or_(AgentEvent.session_id.is_(None), AgentEvent.session_id == session_id))  # type: ignore[union-attr]
         .order_by(AgentEvent.id).limit(limit)
     ).scalars().all())

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, NotFound
-from switchboard.feed.events import KINDS
+from switchboard.feed.events import KINDS, settled
 from switchboard.models import AgentCursor, FeedEvent, Subscription
 from switchboard.models.base import new_id
 from switchboard.queue.todos import iso, resolve_projects
@@ -45,7 +45,9 @@ def subscribe(session: Session, clock: Clock, agent_id: str, grants: dict[str, s
                             .where(Subscription.agent_id == agent_id)).scalar() or 0
     if count >= MAX_SUBSCRIPTIONS:
         raise InvalidArgument(f"at most {MAX_SUBSCRIPTIONS} subscriptions per agent; remove one first")
-    seed_q = select(func.max(FeedEvent.id)).where(FeedEvent.kind.in_(wanted))  # type: ignore[attr-defined]
+    # Seeded among settled events only: one committing late below the seed would be skipped.
+    seed_q = select(func.max(FeedEvent.id)).where(FeedEvent.kind.in_(wanted),  # type: ignore[attr-defined]
+                                                  settled(FeedEvent.id, session))
     if project_id is not None:
         seed_q = seed_q.where(FeedEvent.project_id == project_id)
     seed = int(session.execute(seed_q).scalar() or 0)

@@ -25,6 +25,7 @@ from sqlalchemy import select, text
 from sqlmodel import Session
 
 from switchboard.db import Database
+from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.inbox.items import resolved_after
 from switchboard.models import FeedEvent, Grant, Subscription
@@ -49,6 +50,12 @@ SELECT CASE WHEN EXISTS (
             WHERE c.agent_id = :agent AND c.stream = s.id AND c.project_id = g.project_id), s.seed_event_id))
 ) THEN 1 ELSE 0 END
 """)
+
+
+_NOUNS = {"question": "Question", "approval": "Approval", "permission": "Permission prompt",
+          "friend": "Friend request"}
+_KINDS = {"question": "question.answered", "approval": "approval.decided", "permission": "permission.decided",
+          "friend": "friend.decided"}
 
 
 def probe(session: Session, agent_id: str) -> bool:
@@ -116,10 +123,9 @@ def drain(session: Session, agent_id: str, budget: int = MAX_ITEMS) -> tuple[lis
         rows, more = rows[:budget], True
     if rows and cursors.advance(session, agent_id, cursors.ATTENTION, "", old, int(rows[-1].resolved_event_id or 0)):
         for item in rows:
-            noun = "Question" if item.kind == "question" else "Approval"
+            noun = _NOUNS.get(item.kind, "Approval")
             what = {"answered": "answered", "expired": "expired"}.get(item.status, f"{item.decision}d")
-            items.append({"source": "attention",
-                          "kind": "question.answered" if item.kind == "question" else "approval.decided",
+            items.append({"source": "attention", "kind": _KINDS.get(item.kind, "approval.decided"),
                           "id": item.id, "project_id": item.project_id, "title": f"{noun} {what}: {item.title}",
                           "at": iso(item.resolved_at)})
 
@@ -138,7 +144,8 @@ def drain(session: Session, agent_id: str, budget: int = MAX_ITEMS) -> tuple[lis
             old = cursors.position(session, agent_id, sub_id, pid)
             events = session.execute(
                 select(FeedEvent).where(FeedEvent.project_id == pid, FeedEvent.kind.in_(kinds),  # type: ignore[attr-defined]
-                                        FeedEvent.id > (old if old is not None else seed))  # type: ignore[operator]
+                                        FeedEvent.id > (old if old is not None else seed),  # type: ignore[operator]
+                                        settled(FeedEvent.id, session))
                 .order_by(FeedEvent.id).limit(left + 1)
             ).scalars().all()
             if len(events) > left:

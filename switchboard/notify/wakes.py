@@ -196,14 +196,18 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
     return wakes
 
 
-def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo | None, int]:
-    """The oldest pending todo the agent may take (assigned to it, or unassigned in a project
-    where it has ``work``) and how many there are (counted up to ``cap``)."""
+def _eligible(agent_id: str) -> Any:
     work = select(Grant.project_id).where(Grant.agent_id == agent_id, Grant.role == "work")
-    eligible = (Todo.state == "pending") & or_(
+    return (Todo.state == "pending") & or_(
         Todo.assigned_agent_id == agent_id,
         Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work),  # type: ignore[union-attr,attr-defined]
     )
+
+
+def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo | None, int]:
+    """The oldest pending todo the agent may take (assigned to it, or unassigned in a project
+    where it has ``work``) and how many there are (counted up to ``cap``)."""
+    eligible = _eligible(agent_id)
     oldest = session.execute(select(Todo).where(eligible).order_by(Todo.created_at, Todo.id).limit(1)).scalars().first()
     if oldest is None:
         return None, 0
@@ -224,4 +228,9 @@ def attach_ring(session: Session, clock: Clock, agent_id: str, session_id: str) 
     oldest, count = waiting_for(session, agent_id)
     if oldest is None:
         return None
+    # The wake names them all: the reaper must not ring them again as new (one statement).
+    session.execute(update(Todo).where(_eligible(agent_id), Todo.rung_at.is_(None))  # type: ignore[union-attr]
+                    .values(rung_at=clock.now(), ring_count=Todo.ring_count + 1)
+                    .execution_options(synchronize_session=False))
+    session.refresh(oldest)
     return route(session, clock, replace(wake_for(session, oldest), waiting=count), target)

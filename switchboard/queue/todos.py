@@ -57,7 +57,12 @@ def create(
 
 
 def row(todo: Todo, project_name: str | None = None, with_payload: bool = False) -> dict[str, Any]:
-    """The public shape of a todo (DESIGN.md §6.3): no payload unless asked."""
+    """The public shape of a todo (DESIGN.md §6.3): no payload unless asked.
+
+    ``ring_count`` and ``last_rung_at`` (ISO 8601 UTC or None) say whether a wake was pushed
+    for it while pending: a todo rung several times and still pending points at a session
+    that does not hear wakes (issue 18.10; ``switchboard doctor``).
+    """
     out: dict[str, Any] = {
         "id": todo.id,
         "project_id": todo.project_id,
@@ -74,6 +79,9 @@ def row(todo: Todo, project_name: str | None = None, with_payload: bool = False)
         "lease_expires_at": iso(todo.lease_expires_at),
         "next_retry_at": iso(todo.next_retry_at),
         "dead_lettered": todo.state == "failed" and todo.next_retry_at is None,
+        # Pushed is not claimed (DESIGN.md §6.5a): how often it was rung while pending, and when last.
+        "ring_count": todo.ring_count,
+        "last_rung_at": iso(todo.rung_at),
         "created_at": iso(todo.created_at),
         "updated_at": iso(todo.updated_at),
     }
@@ -152,6 +160,9 @@ def claim_view(session: Session, todo: Todo) -> dict[str, Any]:
         "lease_expires_at": iso(todo.lease_expires_at),
         "next_retry_at": iso(todo.next_retry_at),
         "dead_lettered": todo.state == "failed" and todo.next_retry_at is None,
+        # Pushed is not claimed (DESIGN.md §6.5a): how often it was rung while pending, and when last.
+        "ring_count": todo.ring_count,
+        "last_rung_at": iso(todo.rung_at),
         "attempt": attempt.number if attempt else todo.attempt_count,
     }
 

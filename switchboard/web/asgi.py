@@ -32,6 +32,7 @@ from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
 from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
+from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 
@@ -92,7 +93,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(StreamableHTTPASGIApp(session_manager), hub)
+    mcp_app = RequireAgent(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager), hub)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),

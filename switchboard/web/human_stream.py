@@ -12,7 +12,9 @@ human owns, re-read on every pass so a new or lost ownership counts at once:
 The data is a nudge, never the event's content: the page fetches what to show through the
 authenticated UI (``/ui/feed/rows?after=``). Event ids are feed ids; a reconnect with
 ``Last-Event-ID`` (or ``?since=``) resumes exactly after it, with no gap or duplicate; without
-either the stream starts at the newest event (no history replay). A comment heartbeat goes out
+either the stream starts at the newest event (no history replay). Only settled positions are
+read (:func:`switchboard.feed.events.settled`: on PostgreSQL, ids below every open
+transaction), so an event committed late behind the stream's position is never skipped. A comment heartbeat goes out
 every 15 s (``ping``), never with an id. Each pass waits on :data:`switchboard.feed.bell.BELL`
 (rung after commits in this process) or :data:`~switchboard.feed.bell.POLL_SECONDS`.
 """
@@ -33,6 +35,7 @@ from starlette.responses import Response
 from switchboard import directory
 from switchboard.errors import InvalidArgument, SwitchboardError, Unauthenticated
 from switchboard.feed.bell import BELL, POLL_SECONDS
+from switchboard.feed.events import settled
 from switchboard.mcp_server.tools import bearer
 from switchboard.models import FeedEvent
 from switchboard.web import logins
@@ -80,7 +83,7 @@ def _start(hub: Hub, request: Request) -> int | None:
 
 def _newest(hub: Hub) -> int:
     with hub.db.read() as s:
-        return int(s.execute(select(func.max(FeedEvent.id))).scalar() or 0)
+        return int(s.execute(select(func.max(FeedEvent.id)).where(settled(FeedEvent.id, s))).scalar() or 0)
 
 
 def _after(hub: Hub, human_id: str, position: int) -> list[tuple[int, str, str]]:
@@ -89,7 +92,8 @@ def _after(hub: Hub, human_id: str, position: int) -> list[tuple[int, str, str]]
         if not owned:
             return []
         rows = s.execute(select(FeedEvent.id, FeedEvent.kind, FeedEvent.project_id).where(
-            FeedEvent.project_id.in_(owned), FeedEvent.id > position)  # type: ignore[attr-defined,operator]
+            FeedEvent.project_id.in_(owned), FeedEvent.id > position,  # type: ignore[attr-defined,operator]
+            settled(FeedEvent.id, s))
             .order_by(FeedEvent.id).limit(PAGE)).all()
     return [(int(r[0]), r[1], r[2]) for r in rows]
 

@@ -101,7 +101,7 @@ def get_todo(todo_id: str) -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("todo_get", {"id": todo_id})
+    return _run("todo_get", {"todo_id": todo_id})
 
 
 @bp.post("/todos/claim")
@@ -144,6 +144,6 @@ def act(todo_id: str, action: str) -> Any:
     if action not in _ACTIONS:
         raise InvalidArgument(f"unknown action {action!r}; one of {', '.join(_ACTIONS)}")
     body = _body()
-    if "id" in body:
+    if "id" in body or "todo_id" in body:
         raise InvalidArgument("the todo id goes in the path, not the body")
-    return _run(f"todo_{action}", {**body, "id": todo_id})
+    return _run(f"todo_{action}", {**body, "todo_id": todo_id})

@@ -8,12 +8,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from tests.conftest import cli_env, switchboard_exe
 
@@ -47,15 +49,47 @@ class Agent:
         return body
 
 
+class WakeParams(BaseModel):
+    """``notifications/claude/channel`` params as Claude Code reads them."""
+
+    content: str
+    meta: dict[str, str]
+
+
+class ChannelListener(ClientExtension):
+    """Receives ``notifications/claude/channel`` as Claude Code would."""
+
+    identifier = "com.example/channel-test"
+
+    def __init__(self) -> None:
+        self.send, self.receive = anyio.create_memory_object_stream[WakeParams](100)
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        async def on_wake(params: WakeParams) -> None:
+            await self.send.send(params)
+
+        return [NotificationBinding(method="notifications/claude/channel", params_type=WakeParams, handler=on_wake)]
+
+    async def next_wake(self, timeout: float = 5.0) -> WakeParams:
+        with anyio.fail_after(timeout):
+            return await self.receive.receive()
+
+
+def adapter_params(url: str, token: str, home: Any = None, **env: str) -> StdioServerParameters:
+    """``switchboard channel --url URL`` as Claude Code spawns it."""
+    full = {**cli_env(home or "/nonexistent"), "SWITCHBOARD_TOKEN": token, **env}
+    return StdioServerParameters(command=switchboard_exe(), args=["channel", "--url", url], env=full)
+
+
 @asynccontextmanager
-async def connect(transport: str, url: str, token: str, home: Any = None) -> AsyncIterator[Agent]:
+async def connect(transport: str, url: str, token: str, home: Any = None,
+                  extensions: list[Any] | None = None) -> AsyncIterator[Agent]:
     """An MCP client of the hub at ``url`` with ``token``, over ``transport`` (``http``/``stdio``)."""
     if transport == "http":
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=90) as http:
-            async with Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy") as client:
-                yield Agent(client)
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=90) as http, \
+                Client(streamable_http_client(f"{url}/mcp", http_client=http), mode="legacy",
+                       extensions=extensions or []) as client:
+            yield Agent(client)
     else:
-        env = {**cli_env(home or "/nonexistent"), "SWITCHBOARD_TOKEN": token}
-        params = StdioServerParameters(command=switchboard_exe(), args=["channel", "--url", url], env=env)
-        async with Client(params, mode="legacy") as client:
+        async with Client(adapter_params(url, token, home), mode="legacy", extensions=extensions or []) as client:
             yield Agent(client)

@@ -73,7 +73,11 @@ def pending(result: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     items = member["pending"]
     assert items, "the member is absent when nothing is pending"
-    assert result["content"][-1]["text"].startswith(f"[switchboard] {len(items)} pending: ")
+    # DESIGN.md §6.4: the same items in structuredContent (what Claude Code shows the model, issues
+    # 79944/55677/54450) exactly once, and as the first line of the first text block.
+    assert result["structuredContent"]["notifications"] == member
+    assert result["content"][0]["text"].startswith(f"[switchboard] {len(items)} pending: ")
+    assert sum(c["text"].count("[switchboard]") for c in result["content"]) == 1
     for item in items:
         assert set(item) == {"source", "kind", "id", "project_id", "title", "at"}
     return items

@@ -99,7 +99,7 @@ def test_friend_work_flows_only_after_the_target_human_allows_the_relayed_prompt
         assert todo["requested_by"]["agent"] == "claude1" and todo["payload"]["body"] == "See the diff"
         wake = claude.wait_for(CHANNEL, timeout=20)
         assert wake["meta"]["todo_id"] == todo["id"] and "claude1 (alice) asks" in wake["content"]
-        claimed = claude.call("todo_claim", {"id": todo["id"]})
+        claimed = claude.call("todo_claim", {"todo_id": todo["id"]})
         assert not claimed.get("isError"), claimed
 
         # Other queues of the same project are refused.
@@ -107,7 +107,7 @@ def test_friend_work_flows_only_after_the_target_human_allows_the_relayed_prompt
         assert other["isError"] and other["structuredContent"]["code"] == "forbidden"
 
         # Bob revokes from the CLI: new todos stop at once.
-        revoked = subprocess.run([switchboard_exe(), "friend", "revoke", friendship["friendship_id"], "--as", "bob",
+        revoked = subprocess.run(check=False, args=[switchboard_exe(), "friend", "revoke", friendship["friendship_id"], "--as", "bob",
                                   "--json"], env=cli_env(settings.home), capture_output=True, text=True, timeout=60)
         assert revoked.returncode == 0, revoked.stderr
         after = _tool(multi, alice_agent, "todo_create", {"project": "beta", "queue": "inbox", "title": "after"})

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,11 @@ from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.config import Settings
-from switchboard.models import Delivery, InboxItem, Todo
+from switchboard.models import InboxItem, Todo
 from tests.conftest import cli_env, free_port, start_serve, stop, switchboard_exe, wait_for
 from tests.mcp_server.claude_like import PERMISSION, ClaudeLike
 from tests.signers import payload, sign
 from tests.web.multi import MultiApp, configure_all
-
-import subprocess
 
 
 @pytest.fixture
@@ -75,7 +74,7 @@ def _decide(multi: MultiApp, token: str, item_id: str, decision: str) -> httpx2.
 
 
 def _cli(settings: Settings, *args: str, as_json: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([switchboard_exe(), *args, *(["--json"] if as_json else [])], env=cli_env(settings.home),
+    return subprocess.run(check=False, args=[switchboard_exe(), *args, *(["--json"] if as_json else [])], env=cli_env(settings.home),
                           capture_output=True, text=True, timeout=60)
 
 
@@ -218,7 +217,7 @@ def test_an_expired_prompt_cannot_be_decided_and_sends_nothing(tmp_path: Path) -
             claude.attached()
             claude.prompt("cdefg", "Bash", "late", "{}")
             item = _item(multi, "cdefg")
-            wait_for(lambda: _item(multi, "cdefg")["status"] == "expired")
+            wait_for(lambda app=multi: _item(app, "cdefg")["status"] == "expired")
             late = _decide(multi, _human_token(multi), item["id"], "approve")
             assert late.status_code == 409 and late.json()["code"] == "conflict"
             multi.processed(_slack(multi, "yes cdefg"))  # ignored: no open item carries the id
@@ -254,13 +253,13 @@ def test_a_verdict_decided_while_the_hub_is_down_reaches_the_session_after_resta
         claude.prompt("rstuv", "Bash", "survive a restart", "{}")
 
         def stored() -> Any:
-            rows = json.loads(subprocess.run([switchboard_exe(), "inbox", "list", "--json"], env=env,
+            rows = json.loads(subprocess.run(check=False, args=[switchboard_exe(), "inbox", "list", "--json"], env=env,
                                              capture_output=True, text=True, timeout=60).stdout)["items"]
             return next((r for r in rows if r.get("request_id") == "rstuv"), None)
 
         item = wait_for(stored, timeout=30, interval=0.2)
         stop(server.proc)
-        decided = subprocess.run([switchboard_exe(), "inbox", "decide", item["id"], "approve", "--json"], env=env,
+        decided = subprocess.run(check=False, args=[switchboard_exe(), "inbox", "decide", item["id"], "approve", "--json"], env=env,
                                  capture_output=True, text=True, timeout=60)
         assert decided.returncode == 0, decided.stderr
         server = start_serve(env, port, tmp_path / "serve2.log")
@@ -270,3 +269,25 @@ def test_a_verdict_decided_while_the_hub_is_down_reaches_the_session_after_resta
         claude.close()
         stop(server.proc)
     assert claude.received(PERMISSION) == [{"request_id": "rstuv", "behavior": "allow"}]
+
+
+def test_when_the_relaying_session_ends_the_item_says_so_and_nothing_is_sent_elsewhere(
+        multi: MultiApp, adapters: Any) -> None:
+    gone, other = adapters(), adapters()
+    gone.prompt("defgh", "Bash", "about to exit", "{}")
+    item = _item(multi, "defgh")
+    assert gone.close() == 0  # Claude Code exits: stdin closes
+
+    def closed() -> Any:
+        with multi.hub.db.read() as s:
+            row = s.get(InboxItem, item["id"])
+            return row is not None and row.status == "expired" and row.note == "the relaying session ended"
+
+    wait_for(closed)
+    late = _decide(multi, _human_token(multi), item["id"], "approve")
+    assert late.status_code == 409 and late.json()["code"] == "conflict"
+    other.prompt("efghi", "Bash", "barrier", "{}")
+    assert _decide(multi, _human_token(multi), _item(multi, "efghi")["id"], "approve").status_code == 200
+    other.wait_for(PERMISSION, request_id="efghi")
+    assert [p["request_id"] for p in other.received(PERMISSION)] == ["efghi"]
+    assert gone.received(PERMISSION) == []

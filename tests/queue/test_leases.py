@@ -251,3 +251,21 @@ def test_assigning_to_an_agent_without_work_is_refused(hub: Hub) -> None:
         lonely = directory.add_agent(s, "lonely", "alice").id
     with pytest.raises(InvalidArgument):
         _do(hub, todos.assign, tid, lonely)
+
+
+def test_rung_but_unclaimed_is_visible_in_the_todo(hub: Hub) -> None:
+    """Issue 18.10: a push is not a delivery; the todo says how often it was rung and when."""
+    agent, tid, grants = _setup(hub)
+    with hub.db.read() as s:
+        fresh = todos.get(s, grants, tid)
+    assert (fresh["ring_count"], fresh["last_rung_at"]) == (0, None)
+    hub.reap()
+    hub.clock.advance(ring_after_seconds(1))  # type: ignore[attr-defined]
+    hub.reap()
+    rung_at = _todo(hub, tid).rung_at
+    with hub.db.read() as s:
+        got = todos.get(s, grants, tid)
+        listed = todos.list_todos(s, grants)
+    assert got["ring_count"] == 2 and got["state"] == "pending" and got["attempts"] == []
+    assert got["last_rung_at"] == todos.iso(rung_at)
+    assert [(r["id"], r["ring_count"]) for r in listed["todos"] if r["id"] == tid] == [(tid, 2)]

@@ -323,3 +323,17 @@ def test_no_form_input_gives_a_server_error(live: LiveApp) -> None:
     for path in ["/ui/todos?project=%00", "/ui/todos?state=%F0%9F%92%A5", "/ui/todos/" + "x" * 3000,
                  "/ui/feed/rows?after=99999999999999999999", "/ui/login/" + "y" * 3000]:
         assert client.get(path).status_code < 500, path
+
+
+def test_doorbell_without_a_session_says_no_session_and_is_the_owners_only(live: LiveApp) -> None:
+    own(live)
+    add_human(live, "bob")
+    client = signed_in(live)
+    rung = post_form(client, "/ui/agents", "/ui/agents/claude1/doorbell")
+    assert rung.status_code == 303 and "/ui/agents/claude1/doorbell/rng_" in rung.headers["location"]
+    page = client.get(rung.headers["location"])
+    assert page.status_code == 200 and "no_session" in page.text and 'http-equiv="refresh"' not in page.text
+    assert client.get("/ui/agents/claude1/doorbell/rng_unknown").status_code == 404
+    bob = signed_in(live, "bob")
+    assert post_form(bob, "/ui/inbox", "/ui/agents/claude1/doorbell").status_code == 404
+    assert bob.get(rung.headers["location"]).status_code == 404

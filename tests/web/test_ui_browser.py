@@ -238,3 +238,28 @@ def test_allow_a_permission_prompt_and_the_verdict_reaches_the_adapter(browser: 
     finally:
         claude.close()
     assert claude.stdout_garbage == []
+
+
+def test_the_doorbell_button_hears_a_real_adapter(browser: Any, live: LiveApp, shots: Path, tmp_path: Path) -> None:
+    from tests.mcp_server.claude_like import ClaudeLike
+
+    own(live)
+    claude = ClaudeLike(live.url, live.world.token, tmp_path / "adapter")
+    try:
+        claude.initialize()
+        claude.attached()
+        page = _sign_in(browser, live)
+        page.goto(f"{live.url}/ui/agents")
+        assert "1 session attached" in page.locator("article#agent-claude1").inner_text()
+        page.get_by_role("button", name="Test the doorbell").click()
+        page.wait_for_selector("#verdict.verdict-unheard")
+        wake = claude.wait_for("notifications/claude/channel")
+        ring_id = wake["meta"]["ring_id"]
+        assert ring_id in page.content()
+        acked = claude.call("doorbell_ack", {"ring_id": ring_id})
+        assert not acked.get("isError"), acked
+        page.wait_for_selector("#verdict.verdict-heard", timeout=TIMEOUT_MS)  # the page refreshes itself
+        assert page.locator("#verdict strong").inner_text() == "heard"
+        page.screenshot(path=str(shots / "doorbell.png"), full_page=True)
+    finally:
+        claude.close()

@@ -145,7 +145,7 @@ def mcp_snippet(url: str, token: str) -> str:
     exe = Path(sys.executable).with_name("switchboard")
     return json.dumps({"mcpServers": {"switchboard": {
         "command": str(exe) if exe.exists() else "switchboard", "args": ["channel", "--url", url], "env": {"SWITCHBOARD_TOKEN": token}}}},
-        indent=2)
+        indent=2, ensure_ascii=False)
 
 
 @bp.get("/agents")
@@ -177,6 +177,42 @@ def agent_vend(name: str) -> Any:
         token = directory.vend_token(s, name)
     return render_template("ui/token.html", agent=name, token=token,
                            snippet=mcp_snippet(hub().settings.public_url, token), page="agents")
+
+
+@bp.post("/agents/<name>/doorbell")
+def agent_doorbell(name: str) -> Any:
+    """Ring the agent's doorbell (the ``doorbell_test`` tool's function, as ``switchboard doctor``
+    does) and show the verdict page."""
+    from switchboard.notify import doorbell
+
+    with write_session() as s:
+        agent = _agent(s, name)
+        rung = doorbell.ring(s, hub().clock, agent.id)
+    for session_id in rung.pop("targets"):
+        hub().broker.publish_event(agent.id, session_id)
+    return redirect(url_for("ui.agent_doorbell_verdict", name=name, ring_id=rung["ring_id"]), code=303)
+
+
+@bp.get("/agents/<name>/doorbell/<ring_id>")
+def agent_doorbell_verdict(name: str, ring_id: str) -> Any:
+    """``heard``, ``unheard`` or ``no_session`` for one ring, with the fix; the page reloads
+    itself (a meta refresh, no script) while the ring is unheard, for up to a minute."""
+    from switchboard.models import AgentEvent
+    from switchboard.notify import doorbell
+
+    with hub().db.read() as s:
+        agent = _agent(s, name)
+        rings = s.execute(select(AgentEvent).where(AgentEvent.agent_id == agent.id,
+                                                   AgentEvent.kind == "doorbell_ring")
+                          .order_by(AgentEvent.id.desc()).limit(200)).scalars().all()  # type: ignore[union-attr]
+        ring = next((r for r in rings if (r.data or {}).get("ring_id") == ring_id), None)
+        if ring is None:
+            raise NotFound("no such doorbell ring")
+        verdict = doorbell.verdict(s, agent.id, ring_id)
+    waiting = verdict == "unheard" and (hub().clock.now() - ring.created_at).total_seconds() < 60
+    return render_template("ui/doorbell.html", agent=name, ring_id=ring_id, verdict=verdict, waiting=waiting,
+                           sessions=(ring.data or {}).get("sessions", 0), fix=doorbell.VERDICTS[verdict],
+                           page="agents")
 
 
 @bp.post("/agents/<name>/tokens/<token_id>/revoke")

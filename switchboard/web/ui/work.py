@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from switchboard import directory
 from switchboard.errors import Forbidden, InvalidArgument, NotFound
+from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.intake import quarantine
 from switchboard.intake.channel_break import breaks_channel
@@ -234,7 +235,7 @@ def todo_act(todo_id: str, act: str) -> Any:
 def _events(s: Any, after: int | None, limit: int) -> list[dict[str, Any]]:
     if not g.owned:
         return []
-    query = select(FeedEvent).where(FeedEvent.project_id.in_(g.owned))  # type: ignore[attr-defined]
+    query = select(FeedEvent).where(FeedEvent.project_id.in_(g.owned), settled(FeedEvent.id, s))  # type: ignore[attr-defined]
     if after is not None:
         query = query.where(FeedEvent.id > after).order_by(FeedEvent.id).limit(limit)  # type: ignore[operator]
         rows = list(s.execute(query).scalars())[::-1]
@@ -251,7 +252,7 @@ def _events(s: Any, after: int | None, limit: int) -> list[dict[str, Any]]:
 def _newest_id(s: Any) -> int:
     from sqlalchemy import func
 
-    return int(s.execute(select(func.max(FeedEvent.id))).scalar() or 0)
+    return int(s.execute(select(func.max(FeedEvent.id)).where(settled(FeedEvent.id, s))).scalar() or 0)
 
 
 @bp.get("/feed")

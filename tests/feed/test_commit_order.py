@@ -1,0 +1,143 @@
+"""Feed cursors never skip an event committed late behind them (issue 18.6, DESIGN.md §6.4).
+
+On PostgreSQL a sequence allocates ids before commit: an event whose transaction began first
+and committed last used to land below a cursor that had already moved past it. These tests
+hold a transaction open on purpose (and, in the stress test, delay commits at random) and
+check every reader that walks feed positions: ``feed_read`` with a stored cursor and with
+``next_since``, the trailer's subscriptions, subscription seeding and ``inbox_read``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from switchboard import directory
+from switchboard.config import Settings
+from switchboard.db import upgrade
+from switchboard.feed import events as feed
+from switchboard.feed import pages
+from switchboard.hub import Hub
+from switchboard.notify import subscriptions, trailer
+from tests.services import fresh_postgres_database
+
+
+@pytest.fixture
+def pg_hub(postgres_url: str, tmp_path: Path) -> Iterator[Hub]:
+    settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    yield hub
+    hub.close()
+
+
+def _world(hub: Hub) -> tuple[str, str, dict[str, str]]:
+    with hub.db.write() as s:
+        directory.add_human(s, "alice")
+        project = directory.add_project(s, "acme")
+        agent = directory.add_agent(s, "a1", "alice")
+        directory.grant(s, "a1", "acme", "work")
+        return agent.id, project.id, directory.grants_of(s, agent.id)
+
+
+def _append(hub: Hub, project_id: str, title: str) -> int:
+    with hub.db.write() as s:
+        return int(feed.append(s, hub.clock, project_id, "todo.created", title).id or 0)
+
+
+def _read(hub: Hub, agent_id: str, grants: dict[str, str], since: int | None = None) -> dict:
+    with hub.db.write() as s:
+        return pages.read(s, agent_id, grants, since=since)
+
+
+def test_event_committed_late_behind_a_cursor_is_still_read(pg_hub: Hub) -> None:
+    agent_id, project_id, grants = _world(pg_hub)
+    with pg_hub.db.write() as s:
+        sub = subscriptions.subscribe(s, pg_hub.clock, agent_id, grants, ["todo.created"])
+    assert trailer.collect(pg_hub.db, agent_id) is None
+
+    with pg_hub.db.write() as early:  # begins first, commits last
+        first = int(feed.append(early, pg_hub.clock, project_id, "todo.created", "early").id or 0)
+        second = _append(pg_hub, project_id, "late")  # commits while `early` is open
+        assert second > first  # positions follow the transactions, not the commit
+        assert _read(pg_hub, agent_id, grants)["events"] == []  # stored cursor: nothing settled yet
+        assert _read(pg_hub, agent_id, grants, since=0)["events"] == []
+        assert trailer.collect(pg_hub.db, agent_id) is None
+        with pg_hub.db.write() as s:  # a subscription made now is seeded below the open one
+            late_sub = subscriptions.subscribe(s, pg_hub.clock, agent_id, grants, ["todo.created"],
+                                               project="acme")
+        assert late_sub["cursor"] < first
+
+    page = _read(pg_hub, agent_id, grants)
+    assert [e["title"] for e in page["events"]] == ["early", "late"]
+    assert [e["title"] for e in _read(pg_hub, agent_id, grants, since=0)["events"]] == ["early", "late"]
+    member = trailer.collect(pg_hub.db, agent_id)
+    assert member is not None
+    titles = [(i["id"], i["title"]) for i in member["pending"]]
+    # Both subscriptions deliver both events, each once.
+    assert sorted(titles) == sorted([(first, "early"), (second, "late")] * 2)
+    assert trailer.collect(pg_hub.db, agent_id) is None
+    assert sub["cursor"] == 0
+
+
+def test_concurrent_writers_with_delayed_commits_skip_nothing(pg_hub: Hub) -> None:
+    agent_id, project_id, grants = _world(pg_hub)
+    rng = random.Random(18_6)
+    delays = [[rng.uniform(0, 0.08) for _ in range(12)] for _ in range(8)]
+    committed: list[int] = []
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def writer(plan: list[float]) -> None:
+        try:
+            for n, delay in enumerate(plan):
+                with pg_hub.db.write() as s:
+                    eid = int(feed.append(s, pg_hub.clock, project_id, "todo.created", f"e{n}").id or 0)
+                    threading.Event().wait(delay)  # commit late, as a slow transaction would
+                with lock:
+                    committed.append(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(plan,)) for plan in delays]
+    for t in threads:
+        t.start()
+    seen: list[int] = []
+    explicit: list[int] = []
+    since = 0
+    while any(t.is_alive() for t in threads):
+        seen += [e["id"] for e in _read(pg_hub, agent_id, grants)["events"]]
+        page = _read(pg_hub, agent_id, grants, since=since)
+        explicit += [e["id"] for e in page["events"]]
+        since = page["next_since"]
+    for t in threads:
+        t.join()
+    for _ in range(50):  # drain what settled after the writers stopped
+        page = _read(pg_hub, agent_id, grants)
+        more = _read(pg_hub, agent_id, grants, since=since)
+        seen += [e["id"] for e in page["events"]]
+        explicit += [e["id"] for e in more["events"]]
+        since = more["next_since"]
+        if not page["events"] and not more["events"] and not page["has_more"]:
+            break
+    assert not failures
+    assert len(committed) == 96
+    assert seen == sorted(committed)  # every event once, in position order
+    assert explicit == sorted(committed)
+
+
+def test_sqlite_reads_are_unchanged(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        agent_id, project_id, grants = _world(hub)
+        ids = [_append(hub, project_id, f"e{n}") for n in range(3)]
+        assert ids == sorted(ids)
+        assert [e["id"] for e in _read(hub, agent_id, grants)["events"]] == ids
+    finally:
+        hub.close()

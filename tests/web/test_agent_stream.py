@@ -1,0 +1,198 @@
+"""``GET /api/v1/agent/stream`` on the wire (DESIGN.md §6.5a; issue 10 item 3, issue 18 items 2
+and 9): events from the ledger with ids, resume after ``Last-Event-ID`` with no gap and no
+duplicate, one stream per session (a new one replaces the old at once), ids only on events,
+the first byte at once, a per-agent cap with 429."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from switchboard.notify import sessions
+from tests.conftest import LiveApp, wait_for
+from tests.mcp_server.test_agent_surface import add_agent
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class RawStream:
+    """One open agent stream, read as raw SSE lines and parsed events."""
+
+    def __init__(self, resp: httpx2.Response) -> None:
+        self.resp = resp
+        self.lines = resp.aiter_lines()
+
+    async def line(self, timeout: float = 5.0) -> str:
+        with anyio.fail_after(timeout):
+            return await self.lines.__anext__()
+
+    async def event(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next event: ``{id, event, data}`` (comments skipped; an id on a comment fails)."""
+        fields: dict[str, Any] = {}
+        while True:
+            line = await self.line(timeout)
+            if line == "":
+                if fields:
+                    return fields
+                continue
+            if line.startswith(":"):
+                assert not fields, "a comment inside an event"
+                continue
+            key, _, value = line.partition(":")
+            fields[key] = json.loads(value.strip()) if key == "data" else value.strip()
+
+
+@asynccontextmanager
+async def open_stream(live: LiveApp, token: str | None = None, session: str | None = "ses_test",
+                      last: str | None = None) -> AsyncIterator[RawStream]:
+    headers = {"Authorization": f"Bearer {token or live.world.token}"}
+    if session:
+        headers["X-Switchboard-Session"] = session
+    if last is not None:
+        headers["Last-Event-ID"] = last
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(10, read=30)) as http, \
+            http.stream("GET", f"{live.url}/api/v1/agent/stream", headers=headers) as resp:
+        yield RawStream(resp)
+
+
+def emit(live: LiveApp, session_id: str | None, text: str, agent_id: str | None = None) -> int:
+    agent_id = agent_id or live.world.agent_id
+    with live.hub.db.write() as s:
+        event_id = sessions.emit(s, live.hub.clock, agent_id, session_id, "wake",
+                                 {"content": text, "meta": {"todo_id": text}})
+    live.hub.broker.publish_event(agent_id, session_id)
+    return event_id
+
+
+async def test_first_byte_at_once_then_events_with_ids_and_comments_without(live: LiveApp) -> None:
+    async with open_stream(live) as stream:
+        assert stream.resp.status_code == 200
+        assert stream.resp.headers["cache-control"] == "no-cache" and stream.resp.headers["x-accel-buffering"] == "no"
+        assert await stream.line(timeout=1.0) == ": attached session=ses_test"
+        first = emit(live, "ses_test", "one")
+        event = await stream.event()
+        assert event == {"event": "wake", "id": str(first), "data": {"content": "one", "meta": {"todo_id": "one"}}}
+
+
+async def test_resume_after_last_event_id_has_no_gap_and_no_duplicate(live: LiveApp) -> None:
+    async with open_stream(live) as stream:
+        ids = [emit(live, "ses_test", f"e{n}") for n in range(2)]
+        got = [await stream.event() for _ in range(2)]
+        assert [e["id"] for e in got] == [str(i) for i in ids]
+    # Disconnected: events for this session, for any session of the agent, for another session
+    # of the agent and for another agent are written meanwhile.
+    other_token = add_agent(live, "claude2", "alice", {"acme": "work"})
+    with live.hub.db.read() as s:
+        from switchboard import directory
+
+        other_agent = directory.agent_by_name(s, "claude2").id
+    missed = [emit(live, "ses_test", "m0"), emit(live, None, "m1")]
+    emit(live, "ses_other", "not-mine")
+    emit(live, None, "other-agent", agent_id=other_agent)
+    missed.append(emit(live, "ses_test", "m2"))
+    async with open_stream(live, last=str(ids[-1])) as stream:
+        got = [await stream.event() for _ in range(3)]
+        assert [(e["id"], e["data"]["content"]) for e in got] == [
+            (str(missed[0]), "m0"), (str(missed[1]), "m1"), (str(missed[2]), "m2")]
+        after = emit(live, "ses_test", "live")
+        assert (await stream.event())["id"] == str(after)
+    # A fresh stream (no Last-Event-ID) starts at the newest event: no history replay.
+    async with open_stream(live, token=other_token, session="ses_2") as stream:
+        newest = emit(live, None, "new", agent_id=other_agent)
+        assert (await stream.event())["id"] == str(newest)
+
+
+async def test_a_new_stream_of_the_same_session_replaces_the_old_one_at_once(live: LiveApp) -> None:
+    # Issue 18 item 2: after a frozen connection, the hub held two streams for one adapter and
+    # sent half the wakes to the dead one.
+    async with open_stream(live) as old:
+        await old.line()
+        assert live.hub.streams.count(live.world.agent_id) == 1
+        async with open_stream(live) as new:
+            await new.line()
+            # The old stream ends at once (its body finishes), and only the new one is attached.
+            with anyio.fail_after(5):
+                async for _ in old.lines:
+                    pass
+            assert live.hub.streams.count(live.world.agent_id) == 1
+            event_id = emit(live, "ses_test", "after")
+            assert (await new.event())["id"] == str(event_id)
+            with live.hub.db.read() as s:
+                live_rows = sessions.live_sessions(s, live.hub.clock, live.world.agent_id)
+            assert [r.id for r in live_rows] == ["ses_test"]
+
+    def gone() -> bool:  # closed by the client: the hub notices and drops the session row
+        with live.hub.db.read() as s:
+            return sessions.live_sessions(s, live.hub.clock, live.world.agent_id) == []
+
+    await anyio.to_thread.run_sync(lambda: wait_for(gone, timeout=10))
+    assert live.hub.streams.count(live.world.agent_id) == 0
+
+
+async def test_bad_stream_requests_are_refused_with_problem_details(live: LiveApp) -> None:
+    async with httpx2.AsyncClient(timeout=10) as http:
+        url = f"{live.url}/api/v1/agent/stream"
+        auth = {"Authorization": f"Bearer {live.world.token}"}
+        cases = [
+            ({}, 401, "unauthenticated"),
+            ({**auth, "X-Switchboard-Session": "bad id!"}, 400, "invalid_argument"),
+            ({**auth, "X-Switchboard-Session": "x" * 81}, 400, "invalid_argument"),
+            ({**auth, "Last-Event-ID": "-1"}, 400, "invalid_argument"),
+            ({**auth, "Last-Event-ID": "abc"}, 400, "invalid_argument"),
+        ]
+        for headers, status, code in cases:
+            resp = await http.get(url, headers=headers)
+            assert (resp.status_code, resp.json()["code"]) == (status, code), headers
+            assert resp.headers["content-type"] == "application/problem+json"
+    # Another agent cannot take over this agent's session id (same answer as a bad id).
+    other = add_agent(live, "claude2", "alice", {"acme": "work"})
+    async with open_stream(live) as mine:
+        await mine.line()
+        async with httpx2.AsyncClient(timeout=10) as http:
+            resp = await http.get(f"{live.url}/api/v1/agent/stream",
+                                  headers={"Authorization": f"Bearer {other}", "X-Switchboard-Session": "ses_test"})
+        assert (resp.status_code, resp.json()["code"]) == (400, "invalid_argument")
+
+
+async def test_streams_per_agent_are_capped_with_429(live: LiveApp) -> None:
+    from switchboard.web.agent_api import MAX_STREAMS_PER_AGENT
+
+    async with anyio.create_task_group() as tg:
+        opened = anyio.Event()
+        done = anyio.Event()
+        count = 0
+
+        async def hold(n: int) -> None:
+            nonlocal count
+            async with open_stream(live, session=f"ses_{n}") as stream:
+                await stream.line()
+                count += 1
+                if count == MAX_STREAMS_PER_AGENT:
+                    opened.set()
+                await done.wait()
+
+        for n in range(MAX_STREAMS_PER_AGENT):
+            tg.start_soon(hold, n)
+        with anyio.fail_after(20):
+            await opened.wait()
+        async with httpx2.AsyncClient(timeout=10) as http:
+            resp = await http.get(f"{live.url}/api/v1/agent/stream",
+                                  headers={"Authorization": f"Bearer {live.world.token}",
+                                           "X-Switchboard-Session": "ses_extra"})
+        assert (resp.status_code, resp.json()["code"]) == (429, "rate_limited")
+        # Re-opening a session already held is a replacement, not one more stream.
+        async with open_stream(live, session="ses_0") as again:
+            assert again.resp.status_code == 200
+            await again.line()
+        done.set()
