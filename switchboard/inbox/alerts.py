@@ -19,7 +19,7 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock
@@ -111,8 +111,13 @@ def due(session: Session, clock: Clock, coalesce_seconds: int) -> list[tuple[str
         else:
             text = (f"{target.pending} more permission prompts wait in your Switchboard inbox; the latest: "
                     f"{target.pending_text or ''}")
-        out.append((bytes(target.url).decode(), text))
-        target.pending, target.pending_text, target.last_sent_at = 0, None, now
+        # Conditional: with several ``serve`` processes only one sends the summary.
+        taken = session.execute(update(NotifyTarget).where(
+            NotifyTarget.human_id == target.human_id, NotifyTarget.pending == target.pending,
+            NotifyTarget.last_sent_at == target.last_sent_at)
+            .values(pending=0, pending_text=None, last_sent_at=now).execution_options(synchronize_session=False))
+        if taken.rowcount == 1:  # type: ignore[attr-defined]
+            out.append((bytes(target.url).decode(), text))
     return out
 
 
