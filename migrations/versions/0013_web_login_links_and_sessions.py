@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-import switchboard.models.base
 
+import switchboard.models.base
 
 revision = '0013'
 down_revision = '0011'
