@@ -7,7 +7,6 @@ Errors print ``error <code>: <message>`` on stderr and exit 2 (bad input) or 1 (
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -71,12 +70,21 @@ def clear_errors(as_json: bool = False) -> Iterator[None]:
         fail("config_invalid", f"{exc.strerror or type(exc).__name__}{where}", 2)
 
 
-def _hub_cli() -> Any:
-    from switchboard.db import upgrade
+def _hub_cli(migrate: bool = False) -> Any:
+    """The CLI's hub. Only ``init`` and ``migrate`` upgrade the schema; every other command runs
+    the cheap at-head check (:mod:`switchboard.schema`) and stops with exit 2 when no instance
+    exists or the schema is behind."""
     from switchboard.hub import Hub
 
     settings = _settings()
-    upgrade(settings)
+    if migrate:
+        from switchboard.db import upgrade
+
+        upgrade(settings)
+    else:
+        from switchboard.schema import require_at_head
+
+        require_at_head(settings)
     return Hub(settings, role="cli")
 
 
@@ -101,9 +109,11 @@ def admin(fn: Callable[..., tuple[dict[str, Any], str]]) -> Callable[..., None]:
 @click.version_option(__version__, prog_name="switchboard")
 def main() -> None:
     """Switchboard: verified webhooks in, durable todos and channel wakes out."""
+    from switchboard import logs
+
     level = os.environ.get("SWITCHBOARD_LOG_LEVEL", "WARNING").strip().upper() or "WARNING"
-    logging.basicConfig(level=level if level in LOG_LEVELS else "WARNING", stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = os.environ.get("SWITCHBOARD_LOG_FORMAT", "").strip().lower() or "text"
+    logs.configure(level if level in LOG_LEVELS else "WARNING", fmt if fmt in ("text", "json") else "text")
     if level not in LOG_LEVELS:
         _settings()  # lists every invalid setting and exits 2
 
@@ -112,7 +122,7 @@ def main() -> None:
 @admin
 def init() -> tuple[dict[str, Any], str]:
     """Create the instance folder and apply database migrations."""
-    hub = _hub_cli()
+    hub = _hub_cli(migrate=True)
     s = hub.settings
     safe_url = s.database_url.split("@")[-1] if "@" in s.database_url else s.database_url
     return {"home": str(s.home), "database": safe_url}, f"initialised {safe_url}"
@@ -199,6 +209,11 @@ def project_owner(project_name: str, human_name: str) -> tuple[dict[str, Any], s
     return {"project": project_name, "owner": human_name}, f"{human_name} owns {project_name}"
 
 
+TODO_EVENTS_HELP = ("Comma-separated event kinds that become todos (e.g. issues,pull_request,"
+                    "pull_request_review_comment or event_callback.app_mention); a kind matches itself and "
+                    "its '.action' variants; 'default' for the provider's list, 'none' for feed events only.")
+
+
 @main.group()
 def source() -> None:
     """Sources: inbound webhook endpoints."""
@@ -214,9 +229,10 @@ def source() -> None:
 @click.option("--queue", default="default", show_default=True, help="Queue for the todos it makes.")
 @click.option("--allow-legacy-sha1", is_flag=True,
               help="GitHub only: also accept the legacy X-Hub-Signature (SHA-1) when no SHA-256 header is sent.")
+@click.option("--todo-events", default=None, help=TODO_EVENTS_HELP)
 @admin
 def source_add(project_name: str, provider: str, secret: str | None, queue: str,
-               allow_legacy_sha1: bool) -> tuple[dict[str, Any], str]:
+               allow_legacy_sha1: bool, todo_events: str | None) -> tuple[dict[str, Any], str]:
     """Add a source; prints its id, webhook URL and (once) its secret."""
     if allow_legacy_sha1 and provider != "github":
         raise InvalidArgument("--allow-legacy-sha1 applies to GitHub sources only")
@@ -224,6 +240,8 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str,
     with hub.db.write() as s:
         src, value = directory.add_source(s, project_name, provider, secret, queue)
         src.allow_legacy_sha1 = allow_legacy_sha1
+        if todo_events is not None:
+            directory.set_todo_events(s, src.id, todo_events)
     url = f"{hub.settings.public_url}/hooks/{src.id}"
     generated = secret is None
     text = f"source {src.id}\nwebhook URL: {url}\n" + (f"secret (shown once): {value}\n" if generated else "")
@@ -235,6 +253,25 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str,
     if generated:
         data["secret"] = value
     return data, text
+
+
+@source.command("set")
+@click.argument("source_id")
+@click.option("--todo-events", default=None, help=TODO_EVENTS_HELP)
+@admin
+def source_set(source_id: str, todo_events: str | None) -> tuple[dict[str, Any], str]:
+    """Change settings of SOURCE_ID (which event kinds become todos)."""
+    from switchboard.sources import routing
+
+    if todo_events is None:
+        raise InvalidArgument("nothing to set: pass --todo-events")
+    with _hub_cli().db.write() as s:
+        stored = directory.set_todo_events(s, source_id, todo_events)
+        provider = directory.source_by_id(s, source_id).provider
+    shown = routing.effective(provider, stored)
+    data = {"id": source_id, "todo_events": shown, "todo_events_default": stored is None}
+    return data, (f"source {source_id}: todos from {', '.join(shown) or 'no events'}"
+                  f"{' (default)' if stored is None else ''}")
 
 
 @source.command("rotate-secret")
@@ -299,7 +336,10 @@ def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any
         sender = "no sender" if who is None else (
             f"{who['provider']} {(who['workspace'] + ':') if who['workspace'] else ''}{who['external_id']}"
             f"{' (' + who['login'] + ')' if who['login'] else ''}")
-        lines.append(f"{r['id']}  {r['reason']}  {r['event']}  {sender}  {r['received_at']}")
+        reason = r["reason"] if r.get("reason_now") == r["reason"] else (
+            f"{r['reason']} (now {r['reason_now']})" if r.get("reason_now")
+            else f"{r['reason']} (sender now linked and trusted: release it)")
+        lines.append(f"{r['id']}  {reason}  {r['event']}  {sender}  {r['received_at']}")
     return {"deliveries": rows}, "\n".join(lines) or "nothing quarantined"
 
 
@@ -347,14 +387,19 @@ def source_list() -> tuple[dict[str, Any], str]:
     from sqlalchemy import select
 
     from switchboard.models import Project, Source
+    from switchboard.sources import routing
 
     hub = _hub_cli()
     with hub.db.read() as s:
         rows = s.execute(select(Source, Project.name).join(Project, Project.id == Source.project_id)
                          .order_by(Source.created_at)).all()
     data = [{"id": src.id, "project": name, "provider": src.provider, "queue": src.queue, "enabled": src.enabled,
-             "url": f"{hub.settings.public_url}/hooks/{src.id}"} for src, name in rows]
-    text = "\n".join(f"{d['id']} {d['provider']} -> {d['project']}/{d['queue']}  {d['url']}" for d in data)
+             "url": f"{hub.settings.public_url}/hooks/{src.id}",
+             "todo_events": routing.effective(src.provider, src.todo_events),
+             "todo_events_default": src.todo_events is None} for src, name in rows]
+    text = "\n".join(f"{d['id']} {d['provider']} -> {d['project']}/{d['queue']}  {d['url']}\n"
+                     f"    todo events{' (default)' if d['todo_events_default'] else ''}: "
+                     f"{', '.join(d['todo_events']) or 'none'}" for d in data)
     return {"sources": data}, text or "no sources"
 
 
@@ -432,7 +477,11 @@ def agent_list() -> tuple[dict[str, Any], str]:
 
 @main.group()
 def token() -> None:
-    """Agent tokens."""
+    """Agent and human API tokens.
+
+    Agent tokens (sbk_) are for /mcp, the channel adapter and the agent REST; human tokens
+    (sbh_) for /api/v1/human. Each is shown once; only its hash is stored.
+    """
 
 
 @token.command("vend")
@@ -516,7 +565,9 @@ def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, 
                                   title=line, payload=None)
         row_.priority, row_.max_attempts, row_.assigned_agent_id = priority, max_attempts, agent_id
         data = todo_ops.row(row_)
-    return data, f"todo {data['id']} on {queue}: {line}"
+    data["assigned_agent"] = agent_name
+    return data, f"todo {data['id']} on {queue}: {line}" + (
+        f"\nassigned to {agent_name}: only it may claim it, and it is woken" if agent_name else "")
 
 
 @todo.command("list")
@@ -545,7 +596,9 @@ def todo_list_cmd(project_name: str | None, state: str | None, dead_letters: boo
             if state:
                 query = query.where(Todo.state == state)
             rows = [todo_ops.row(t) for t in s.execute(query.order_by(Todo.created_at).limit(limit)).scalars()]
+        _name_assignees(s, rows)
     text = "\n".join(f"{r['id']} [{r['state']}{' dead' if r['dead_lettered'] else ''}] {r['queue']}: {r['title']}"
+                     + (f" (assigned to {r['assigned_agent']})" if r.get("assigned_agent") else "")
                      for r in rows) or "no todos"
     return {"todos": rows}, text
 
@@ -566,7 +619,10 @@ def todo_show(todo_id: str) -> tuple[dict[str, Any], str]:
             raise NotFound("no such todo")
         data = todo_ops.row(row_, with_payload=True)
         data["attempts"] = todo_ops.attempts_of(s, todo_id)
+        _name_assignees(s, [data])
     lines = [f"{data['id']} [{data['state']}] {data['queue']}: {data['title']}"]
+    if data.get("assigned_agent"):
+        lines.append(f"assigned to: {data['assigned_agent']}")
     if data["ring_count"]:
         lines.append(f"rung {data['ring_count']} time(s), last at {data['last_rung_at']}"
                      + (" (never claimed)" if not data["attempts"] else ""))
@@ -577,6 +633,18 @@ def todo_show(todo_id: str) -> tuple[dict[str, Any], str]:
     lines += [f"  attempt {a['number']} by {a['agent_id']} at {a['claimed_at']}: {a['outcome'] or 'open'}"
               + (f" ({a['summary']})" if a["summary"] else "") for a in data["attempts"]]
     return data, "\n".join(lines)
+
+
+def _name_assignees(session: Any, rows: list[dict[str, Any]]) -> None:
+    """Add ``assigned_agent`` (the agent's name, or ``None``) to each todo row."""
+    from sqlalchemy import select
+
+    from switchboard.models import Agent
+
+    ids = {r["assigned_agent_id"] for r in rows if r.get("assigned_agent_id")}
+    names = dict(session.execute(select(Agent.id, Agent.name).where(Agent.id.in_(ids))).all()) if ids else {}
+    for r in rows:
+        r["assigned_agent"] = names.get(r.get("assigned_agent_id") or "")
 
 
 @todo.command("assign")
@@ -728,11 +796,14 @@ def serve(host: str | None, port: int | None) -> None:
             import redis
 
             redis.Redis.from_url(settings.redis_url).ping()
-    click.echo(f"switchboard {__version__} on http://{settings.host}:{settings.port} "
-               f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
-               f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})",
-               err=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on")
+    _announce(settings, f"switchboard {__version__} on http://{settings.host}:{settings.port} "
+              f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
+              f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})")
+    _print_source_urls(settings)
+    # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
+    # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
+                proxy_headers=False, **({"log_config": None} if settings.log_format == "json" else {}))
 
 
 def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -910,3 +981,158 @@ def doctor(agent_name: str, wait_seconds: float, as_json: bool) -> None:
     _emit(as_json, data, f"{verdict}: {rung['sessions']} session(s) attached; {waiting} todo(s) waiting.\n"
                          f"{doorbell.VERDICTS[verdict]}")
     sys.exit(0 if verdict == "heard" else 1)
+# --- operations (issue 14): migrate, source show, prune, delivery replay, backup -----------------
+
+
+@main.command("migrate")
+@admin
+def migrate_cmd() -> tuple[dict[str, Any], str]:
+    """Apply database migrations up to this version's head (safe while serving)."""
+    from switchboard.db import upgrade
+    from switchboard.schema import current_revision, head_revision
+
+    settings = _settings()
+    before = current_revision(settings)
+    upgrade(settings)
+    head = head_revision()
+    text = f"schema at {head}" + (f" (was {before})" if before != head else " (already)")
+    return {"before": before, "revision": head}, text
+
+
+@source.command("show")
+@click.argument("source_id")
+@admin
+def source_show(source_id: str) -> tuple[dict[str, Any], str]:
+    """A source: settings, deliveries by status, and refused deliveries by reason (never bodies)."""
+    from sqlalchemy import func, select
+
+    from switchboard import refusals
+    from switchboard.errors import NotFound
+    from switchboard.models import Delivery, Project, Source
+
+    hub = _hub_cli()
+    now = hub.clock.now()
+    with hub.db.read() as s:
+        src = s.get(Source, source_id) if source_id.startswith("src_") else None
+        if src is None:
+            raise NotFound("no such source")
+        project_name = s.get(Project, src.project_id).name  # type: ignore[union-attr]
+        secrets = directory.source_secrets(s, src.id, now)
+        by_status = dict(s.execute(select(Delivery.status, func.count()).where(Delivery.source_id == src.id)
+                                   .group_by(Delivery.status)).all())
+        last = s.execute(select(func.max(Delivery.received_at)).where(Delivery.source_id == src.id)).scalar()
+        refused = refusals.for_source(s, src.id)
+    data = {"id": src.id, "project": project_name, "provider": src.provider, "queue": src.queue,
+            "enabled": src.enabled, "url": f"{hub.settings.public_url}/hooks/{src.id}",
+            "valid_secrets": len(secrets), "trusted_humans": src.trusted_humans,
+            "deliveries": {k: int(v) for k, v in sorted(by_status.items())},
+            "last_delivery_at": last.isoformat() if last else None, "refused": refused}
+    lines = [f"source {src.id} ({src.provider}) -> {project_name}/{src.queue}"
+             + ("" if src.enabled else " [disabled]"), f"webhook URL: {data['url']}",
+             f"valid secrets: {len(secrets)}",
+             "deliveries: " + (", ".join(f"{k} {v}" for k, v in data["deliveries"].items()) or "none")
+             + (f" (last {data['last_delivery_at']})" if last else "")]
+    if refused:
+        lines.append("refused (not stored):")
+        lines += [f"  {r['reason']}: {r['count']} (last {', '.join(r['last_at'])})" for r in refused]
+    else:
+        lines.append("refused (not stored): none")
+    return data, "\n".join(lines)
+
+
+@main.command("prune")
+@click.option("--dry-run", is_flag=True, help="Only count what would be dropped.")
+@admin
+def prune_cmd(dry_run: bool) -> tuple[dict[str, Any], str]:
+    """Drop raw bodies older than SWITCHBOARD_RAW_BODY_DAYS and deliveries and feed events older
+    than SWITCHBOARD_RETENTION_DAYS (serve does this hourly)."""
+    from switchboard.retention import prune
+
+    hub = _hub_cli()
+    try:
+        report = prune(hub, dry_run=dry_run)
+    finally:
+        hub.close()
+    verb = "would drop" if dry_run else "dropped"
+    return report.to_dict(), (f"{verb} {report.raw_bodies} raw bodies (before {report.body_cutoff:%Y-%m-%d}), "
+                              f"{report.deliveries} deliveries and {report.feed_events} feed events "
+                              f"(before {report.row_cutoff:%Y-%m-%d})")
+
+
+@delivery.command("replay")
+@click.argument("delivery_id")
+@admin
+def delivery_replay(delivery_id: str) -> tuple[dict[str, Any], str]:
+    """Process a stored delivery again (failed, or processed before a fix); makes nothing twice."""
+    from switchboard.replay import replay
+
+    hub = _hub_cli()
+    try:
+        data = replay(hub, delivery_id)
+    finally:
+        hub.close()
+    todo_text = ""
+    if data["todo_id"]:
+        todo_text = f", todo {data['todo_id']}" + (" (new)" if data["todo_created"] else " (existing)")
+    return data, f"delivery {delivery_id}: {data['status']}{todo_text}"
+
+
+@main.command("backup")
+@click.argument("path", type=click.Path(dir_okay=False))
+@admin
+def backup_cmd(path: str) -> tuple[dict[str, Any], str]:
+    """Copy the SQLite database to PATH while serving (PostgreSQL: prints the pg_dump command)."""
+    from pathlib import Path
+
+    from switchboard.backup import backup
+
+    settings = _settings()
+    if settings.is_sqlite:
+        from switchboard.schema import require_at_head
+
+        require_at_head(settings)
+    done = backup(settings, Path(path))
+    keys = (f"{settings.home / 'vault.keys'}" if not settings.vault_keys else "SWITCHBOARD_VAULT_KEYS")
+    text = (f"backed up to {done['path']} ({done['bytes']} bytes); the vault key ring is not in it: "
+            f"keep {keys} safe as well")
+    return {**done, "vault_keys": keys}, text
+
+
+def _print_source_urls(settings: Settings) -> None:
+    """At ``serve`` start: each source's webhook URL at the address really served (stderr)."""
+    from sqlalchemy import select
+
+    from switchboard.db import Database
+    from switchboard.models import Project, Source
+
+    db = Database(settings)
+    try:
+        with db.read() as s:
+            rows = s.execute(select(Source, Project.name).join(Project, Project.id == Source.project_id)
+                             .where(Source.enabled).order_by(Source.created_at).limit(50)).all()
+    finally:
+        db.dispose()
+    host = settings.host
+    local_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else
+                                                               (f"[{host}]" if ":" in host else host))
+    local = f"http://{local_host}:{settings.port}"
+    for src, project_name in rows:
+        line = f"  {src.provider:<17} {project_name}/{src.queue}: {local}/hooks/{src.id}"
+        if settings.public_url != local and os.environ.get("SWITCHBOARD_PUBLIC_URL"):
+            line += f"  (public: {settings.public_url}/hooks/{src.id})"
+        _announce(settings, line)
+    if not rows:
+        _announce(settings, "  no sources yet: `switchboard source add --project P --provider github`")
+
+
+def _announce(settings: Settings, text: str) -> None:
+    """A start-up line of ``serve`` on stderr: plain text, or a JSON log record with
+    ``SWITCHBOARD_LOG_FORMAT=json`` (so every stderr line parses), whatever the log level."""
+    if settings.log_format != "json":
+        click.echo(text, err=True)
+        return
+    import logging
+
+    log = logging.getLogger("switchboard.serve")
+    log.setLevel(logging.INFO)
+    log.info(text.strip())

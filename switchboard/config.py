@@ -6,7 +6,9 @@ everything else takes a ``Settings``.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
@@ -17,6 +19,7 @@ from switchboard.errors import ConfigError
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,20 @@ class Settings:
         notify_coalesce_seconds: per human, at most one prompt notification per this many
             seconds; prompts inside the window go out as one summary when it closes
             (``SWITCHBOARD_NOTIFY_COALESCE_SECONDS``, default 30).
+        raw_body_days: days a settled delivery keeps its raw body for replay
+            (``SWITCHBOARD_RAW_BODY_DAYS``, default 7; DESIGN.md §2).
+        retention_days: days deliveries and feed events are kept (``SWITCHBOARD_RETENTION_DAYS``,
+            default 90).
+        metrics_token: bearer token required by ``GET /metrics`` (``SWITCHBOARD_METRICS_TOKEN``);
+            ``None`` leaves it open. Never shown in ``repr``.
+        log_format: ``text`` or ``json`` (``SWITCHBOARD_LOG_FORMAT``), for stderr logs.
+        public_hosts: extra host names (``host`` or ``host:port``) that ``/mcp`` answers for
+            besides loopback and the public URL's host (``SWITCHBOARD_PUBLIC_HOSTS``,
+            comma-separated), e.g. every name a reverse proxy serves the hub under.
+        trusted_proxies: addresses or CIDR networks of reverse proxies whose
+            ``X-Forwarded-Host``, ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are honoured
+            (``SWITCHBOARD_TRUSTED_PROXIES``, comma-separated; default none: the headers are
+            ignored from everyone).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -68,6 +85,12 @@ class Settings:
     quarantine_days: int = 30
     permission_expiry_seconds: int = 600
     notify_coalesce_seconds: int = 30
+    raw_body_days: int = 7
+    retention_days: int = 90
+    metrics_token: str | None = field(default=None, repr=False)
+    log_format: str = "text"
+    public_hosts: tuple[str, ...] = ()
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -164,6 +187,20 @@ class Settings:
         quarantine_days = integer("SWITCHBOARD_QUARANTINE_DAYS", 30, 1, 3650)
         permission_expiry = integer("SWITCHBOARD_PERMISSION_EXPIRY_SECONDS", 600, 10, 86_400)
         notify_coalesce = integer("SWITCHBOARD_NOTIFY_COALESCE_SECONDS", 30, 0, 3600)
+        raw_body_days = integer("SWITCHBOARD_RAW_BODY_DAYS", 7, 0, 3650)
+        retention_days = integer("SWITCHBOARD_RETENTION_DAYS", 90, 1, 36500)
+        if raw_body_days > retention_days:
+            problems.append(f"SWITCHBOARD_RAW_BODY_DAYS={raw_body_days} is longer than "
+                            f"SWITCHBOARD_RETENTION_DAYS={retention_days}")
+        metrics_token = env.get("SWITCHBOARD_METRICS_TOKEN", "").strip() or None
+        if metrics_token is not None and len(metrics_token) < 16:
+            problems.append("SWITCHBOARD_METRICS_TOKEN must be at least 16 characters")
+        log_format = env.get("SWITCHBOARD_LOG_FORMAT", "").strip().lower() or "text"
+        if log_format not in LOG_FORMATS:
+            problems.append(f"SWITCHBOARD_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}")
+            log_format = "text"
+        public_hosts = parse_public_hosts(env.get("SWITCHBOARD_PUBLIC_HOSTS", ""), problems)
+        trusted_proxies = parse_trusted_proxies(env.get("SWITCHBOARD_TRUSTED_PROXIES", ""), problems)
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -179,4 +216,49 @@ class Settings:
             quarantine_days=quarantine_days,
             permission_expiry_seconds=permission_expiry,
             notify_coalesce_seconds=notify_coalesce,
+            raw_body_days=raw_body_days,
+            retention_days=retention_days,
+            metrics_token=metrics_token,
+            log_format=log_format,
+            public_hosts=public_hosts,
+            trusted_proxies=trusted_proxies,
         )
+
+
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                   r"|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def valid_host(value: str) -> bool:
+    """``host`` or ``host:port`` as it appears in a ``Host`` header (DNS name, IPv4, ``[IPv6]``)."""
+    host, sep, port = value.rpartition(":") if not value.endswith("]") else (value, "", "")
+    if not sep:
+        host, port = value, ""
+    elif not (port.isdigit() and 0 < int(port) < 65536):
+        return False
+    return len(host) <= 253 and _HOST.fullmatch(host) is not None
+
+
+def parse_public_hosts(raw: str, problems: list[str]) -> tuple[str, ...]:
+    """Parse ``SWITCHBOARD_PUBLIC_HOSTS``; a bad entry is added to ``problems``."""
+    hosts = [h.strip().lower() for h in raw.split(",") if h.strip()]
+    bad = [h for h in hosts if not valid_host(h)]
+    if bad:
+        problems.append(f"SWITCHBOARD_PUBLIC_HOSTS: {', '.join(repr(b) for b in bad[:5])} "
+                        "is not a host name or host:port (no scheme, no path)")
+        return ()
+    return tuple(dict.fromkeys(hosts))
+
+
+def parse_trusted_proxies(raw: str, problems: list[str]) -> tuple[str, ...]:
+    """Parse ``SWITCHBOARD_TRUSTED_PROXIES`` (IP addresses or CIDR networks)."""
+    out: list[str] = []
+    for item in (x.strip() for x in raw.split(",")):
+        if not item:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            problems.append(f"SWITCHBOARD_TRUSTED_PROXIES: {item[:60]!r} is not an IP address or CIDR network")
+            return ()
+    return tuple(dict.fromkeys(out))

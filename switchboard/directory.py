@@ -377,6 +377,26 @@ def clear_trusted(session: Session, source_id: str) -> None:
     session.flush()
 
 
+def set_todo_events(session: Session, source_id: str, value: str) -> list[str] | None:
+    """Set which event kinds of a source become todos (:mod:`switchboard.sources.routing`).
+
+    Args:
+        value: ``--todo-events`` text: comma-separated kinds, ``default`` or ``none``.
+
+    Returns:
+        The stored list (``None`` for the provider's default).
+
+    Raises:
+        NotFound: no such source. InvalidArgument: an entry that is not an event kind.
+    """
+    from switchboard.sources import routing
+
+    source = source_by_id(session, source_id)
+    source.todo_events = routing.parse_todo_events(source.provider, value)
+    session.flush()
+    return source.todo_events
+
+
 _DURATION = re.compile(r"([0-9]{1,6})([smhd])")
 
 

@@ -11,6 +11,8 @@ from switchboard.config import Settings
 from switchboard.db import Database
 from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalBroker, RedisBroker
 from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
+from switchboard.refusals import RefusalTally
+from switchboard.retention import RetentionSchedule, maintain
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class Hub:
         self._inbox_seen: int | None = None  # newest resolution already rung (see reap)
         self._events_seen: int | None = None  # newest agent event already nudged (see reap)
         self.counters: Counter[str] = Counter()
+        self.refusals, self.retention = RefusalTally(), RetentionSchedule()  # issue 14: source show, prune
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
         if settings.redis_url:
@@ -84,6 +87,7 @@ class Hub:
                 now = time.monotonic()
                 try:
                     self.reap()
+                    maintain(self, now)
                     if now >= next_sweep:
                         sweep(self, self.settings.sweep_grace_seconds)
                         next_sweep = now + self.settings.sweep_interval_seconds
@@ -122,7 +126,8 @@ class Hub:
         if self.role == "serve":
             for agent_id, session_id in self._events_elsewhere():
                 self.streams.nudge(agent_id, session_id)
-        counts["rung"] = len(wakes)
+        counts["rung"] = wakes.todos  # todos rung (coalesced into len(wakes) wakes)
+        counts["wakes"] = len(wakes)
         counts["expired"] = len(expired_for)
         from switchboard.inbox import alerts
 
@@ -177,9 +182,22 @@ class Hub:
     def close(self) -> None:
         """Stop background threads and close connections."""
         self._stop.set()
+        _flush_refusals(self)
         self.dispatcher.close()
         self.broker.close()
         self.db.dispose()
+
+
+def _flush_refusals(hub: Hub) -> None:
+    from switchboard.refusals import flush
+
+    if not hub.refusals:
+        return
+    try:
+        with hub.db.write() as s:
+            flush(s, hub.refusals, hub.clock.now())
+    except Exception:  # noqa: BLE001 - shutting down; counts are best effort
+        log.warning("could not save refusal counts at shutdown")
 
 
 class _NoDispatch:

@@ -60,7 +60,9 @@ def payload(provider: str, text: str = "please review acme/api#12", **extra: Any
     elif provider == "slack":
         p = {"token": "legacy", "team_id": ws, "api_app_id": "A0KRD7HC3", "type": "event_callback",
              "event_id": "Ev" + uuid.uuid4().hex[:10].upper(), "event_time": now(),
-             "event": {"type": "app_mention", "user": uid, "text": f"<@U0LAN0Z89> {text}", "ts": "1.2",
+             "event": {"type": "app_mention", "user": uid, "text": f"<@U0LAN0Z89> {text}",
+                       # ts is unique per channel: it identifies the message (issue 12 #3)
+                       "ts": f"{now()}.{uuid.uuid4().int % 10**6:06d}",
                        "channel": "C0LAN2Q65"}}
     elif provider == "discord":
         p = {"id": str(uuid.uuid4().int)[:18], "application_id": "1", "type": 2, "token": "interaction-token",

@@ -116,3 +116,30 @@ def test_quarantine_list_release_discard(tmp_path: Path, env: dict[str, str]) ->
     assert _fails(env, "quarantine", "release", ids[0])["code"] == "conflict"
     assert cli(env, "quarantine", "discard", ids[1])["status"] == "discarded"
     assert cli(env, "quarantine", "list")["deliveries"] == []
+
+
+def test_todo_events_are_set_at_add_changed_with_set_and_shown_by_list(env: dict[str, str]) -> None:
+    out = cli(env, "source", "add", "--project", "acme", "--provider", "github",
+              "--todo-events", "issues,pull_request_review_comment,discussion_comment,commit_comment")
+    chosen = out["id"]
+    default = cli(env, "source", "add", "--project", "acme", "--provider", "gitlab")["id"]
+    rows = {r["id"]: r for r in cli(env, "source", "list")["sources"]}
+    assert rows[chosen]["todo_events"] == ["issues", "pull_request_review_comment", "discussion_comment",
+                                           "commit_comment"]
+    assert rows[chosen]["todo_events_default"] is False
+    assert rows[default]["todo_events"] == ["issue", "work_item", "merge_request", "note", "push"]
+    assert rows[default]["todo_events_default"] is True
+    changed = cli(env, "source", "set", chosen, "--todo-events", "default")
+    assert changed["todo_events_default"] is True and "pull_request_review_comment" not in changed["todo_events"]
+    assert cli(env, "source", "set", default, "--todo-events", "none")["todo_events"] == []
+    text = subprocess.run([switchboard_exe(), "source", "list"], env=env, capture_output=True, text=True,
+                          check=True).stdout
+    assert "todo events (default): issues, issue_comment, pull_request" in text and "todo events: none" in text
+
+
+def test_bad_todo_events_are_refused(env: dict[str, str]) -> None:
+    src = cli(env, "source", "add", "--project", "acme", "--provider", "github")["id"]
+    for value in ("issues;rm", "a," + "x" * 101, "-opened"):
+        assert _fails(env, "source", "set", src, "--todo-events", value)["code"] == "invalid_argument"
+    assert _fails(env, "source", "set", src)["code"] == "invalid_argument"
+    assert _fails(env, "source", "set", "src_" + "a" * 26, "--todo-events", "issues")["code"] == "not_found"

@@ -20,6 +20,7 @@ BURST = 400
 def test_kill_9_mid_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
     home = tmp_path / "instance"
     env = cli_env(home)
+    cli(env, "init")
     cli(env, "human", "add", "alice")
     cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067")
     cli(env, "project", "add", "acme", "--owner", "alice")

@@ -48,4 +48,5 @@ def test_all_github_cases_are_accepted_with_titles(live: LiveApp) -> None:
         titles = sorted(t.title for t in s.execute(select(Todo)).scalars())
     assert len(titles) == 11
     assert "PR #2 opened in Codertocat/Hello-World: Update the README with new information." in titles
-    assert "Push to simple-tag in Codertocat/Hello-World: 0 commits" in titles
+    # GitHub's sample push deletes the tag simple-tag (ref refs/tags/..., deleted: true).
+    assert "Tag simple-tag deleted in Codertocat/Hello-World" in titles

@@ -1,8 +1,12 @@
 """agent sessions and durable agent stream events
 
 Revision ID: 0010
-Revises: 0014
+Revises: 0008
 Create Date: 2026-12-01 01:40:00
+
+On PostgreSQL ``agent_events.id`` takes the commit-ordered ids of migration 0014
+(``switchboard_feed_event_id()``: transaction id << 16 | n), so a stream reading below the
+oldest open transaction never skips an event committed late (the issue 18.6 class).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from sqlalchemy.dialects import postgresql
 import switchboard.models.base
 
 revision = '0010'
-down_revision = '0014'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
@@ -46,6 +50,8 @@ def upgrade() -> None:
     )
     op.create_index('ix_agent_events_agent_id', 'agent_events', ['agent_id', 'id'], unique=False)
     op.create_index('ix_agent_events_created', 'agent_events', ['created_at'], unique=False)
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("ALTER TABLE agent_events ALTER COLUMN id SET DEFAULT switchboard_feed_event_id()")
 
 
 def downgrade() -> None:

@@ -44,8 +44,10 @@ def list_quarantined(session: Session, project_id: str | None = None, limit: int
     """Quarantined deliveries, oldest first, with the sender to link.
 
     Returns:
-        ``[{id, project_id, source_id, provider, reason, event, received_at, sender}]``, where
-        ``sender`` is ``{provider, workspace, external_id, login, is_bot}`` or ``None``.
+        ``[{id, project_id, source_id, provider, reason, reason_now, event, received_at, sender}]``,
+        where ``reason`` is why it was held, ``reason_now`` what attribution says today (``None``:
+        the sender is linked and trusted now, so ``release`` will process it), and ``sender`` is
+        ``{provider, workspace, external_id, login, is_bot}`` or ``None``.
     """
     query = select(Delivery, Source).join(Source, Source.id == Delivery.source_id).where(
         Delivery.status == "quarantined")
@@ -55,7 +57,8 @@ def list_quarantined(session: Session, project_id: str | None = None, limit: int
     out = []
     for delivery, source in rows:
         sender = _sender(delivery, source)
-        out.append({
+        now = attribute(session, sender, source)
+        out.append({"reason_now": now.reason,
             "id": delivery.id, "project_id": delivery.project_id, "source_id": source.id,
             "provider": source.provider, "reason": delivery.quarantine_reason, "event": delivery.event,
             "received_at": delivery.received_at.isoformat(),

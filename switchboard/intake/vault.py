@@ -45,6 +45,7 @@ from sqlalchemy import LargeBinary, select
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session
 
+from switchboard import metrics
 from switchboard.errors import ConfigError, NotFound, RateLimited, SwitchboardError
 
 if TYPE_CHECKING:
@@ -478,6 +479,7 @@ def fetch_tool(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]
                     f"Secret {ref} ({record.kind}) fetched by agent {caller.agent_name}",
                     subject_id=ref, data={"ref": ref, "kind": record.kind, "agent_id": caller.agent_id,
                                           "agent": caller.agent_name})
+    metrics.vault_fetched()
     return {"ref": ref, "value": value}
 
 

@@ -207,6 +207,7 @@ class Bridge:
             await anyio.sleep(delay * random.uniform(0.5, 1.0))
 
     def _refused(self) -> None:
+        log.debug("agent stream refused (401); retrying")
         now = time.monotonic()
         if self._refused_logged_at is None or now - self._refused_logged_at >= REFUSED_LOG_SECONDS:
             self._refused_logged_at = now

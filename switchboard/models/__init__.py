@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlmodel import SQLModel
 
 from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
+from switchboard.models.operations import SourceRefusal
 from switchboard.models.principals import (
     Agent,
     Grant,
@@ -45,6 +46,7 @@ __all__ = [
     "ProjectOwner",
     "SecretRef",
     "Source",
+    "SourceRefusal",
     "SourceSecret",
     "Subscription",
     "Todo",

@@ -24,10 +24,14 @@ class Source(SQLModel, table=True):
     queue: str = Field(default="default", max_length=100)
     enabled: bool = Field(default=True)
     trusted_humans: list[str] | None = Field(default=None, sa_column=json_column())
-    # GitHub only: also accept the legacy X-Hub-Signature (SHA-1) when no SHA-256 header is sent.
-    allow_legacy_sha1: bool = Field(default=False)
     """Human ids whose deliveries may become work; ``None`` means every human with an identity
     on the provider who owns an agent granted on the project (DESIGN.md §5)."""
+    # GitHub only: also accept the legacy X-Hub-Signature (SHA-1) when no SHA-256 header is sent.
+    allow_legacy_sha1: bool = Field(default=False)
+    todo_events: list[str] | None = Field(default=None, sa_column=json_column())
+    """Event kinds (``issues``, ``issues.opened``, ``event_callback.app_mention``) whose
+    deliveries become todos; ``None`` means the provider's default list
+    (:mod:`switchboard.sources.routing`). The others become feed events only."""
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
 
 
@@ -60,6 +64,7 @@ class Delivery(SQLModel, table=True):
     __tablename__ = "deliveries"
     __table_args__ = (
         sa.UniqueConstraint("source_id", "dedup_key", name="uq_delivery_dedup"),
+        sa.UniqueConstraint("source_id", "body_digest", name="uq_delivery_body_digest"),
         sa.Index("ix_deliveries_status_received_at", "status", "received_at"),
     )
 
@@ -67,6 +72,9 @@ class Delivery(SQLModel, table=True):
     source_id: str = Field(foreign_key="sources.id", index=True, max_length=40)
     project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
     dedup_key: str | None = Field(default=None, max_length=300)
+    body_digest: str | None = Field(default=None, max_length=64)
+    """SHA-256 (hex) of the raw body for schemes whose signature has no timestamp: a replay
+    with fresh headers is a duplicate while this row is kept (issue 12 #7)."""
     status: str = Field(default="received", max_length=20)
     event: str | None = Field(default=None, max_length=100)
     content_type: str | None = Field(default=None, max_length=200)

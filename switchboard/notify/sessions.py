@@ -26,6 +26,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
+from switchboard.feed.events import settled
 from switchboard.models import AgentEvent, AgentSession
 
 LIVE_SECONDS = 45  # three missed 15 s heartbeats
@@ -117,15 +118,19 @@ def emit(session: Session, clock: Clock, agent_id: str, session_id: str | None, 
 
 
 def newest_id(session: Session, agent_id: str) -> int:
-    """The id of the agent's newest event (0 when none): a fresh stream starts after it."""
-    return int(session.execute(select(func.max(AgentEvent.id)).where(AgentEvent.agent_id == agent_id)).scalar() or 0)
+    """The id of the agent's newest settled event (0 when none): a fresh stream starts after it."""
+    return int(session.execute(select(func.max(AgentEvent.id)).where(
+        AgentEvent.agent_id == agent_id, settled(AgentEvent.id, session))).scalar() or 0)
 
 
 def read_after(session: Session, agent_id: str, session_id: str, after: int, limit: int = 100) -> list[AgentEvent]:
     """Events for ``session_id`` (or for any session of the agent) with id above ``after``,
-    oldest first; never another agent's (DESIGN.md §6.5a)."""
+    oldest first; never another agent's (DESIGN.md §6.5a). Only settled ids (no transaction
+    that could still commit a smaller one is open: :func:`switchboard.feed.events.settled`), so
+    a position never passes an event committed late: no gap, on PostgreSQL too."""
     return list(session.execute(
         select(AgentEvent).where(AgentEvent.agent_id == agent_id, AgentEvent.id > after,  # type: ignore[operator]
+                                 settled(AgentEvent.id, session),
                                  AgentEvent.kind.not_in(HIDDEN_KINDS),  # type: ignore[attr-defined]
                                  or_(AgentEvent.session_id.is_(None), AgentEvent.session_id == session_id))  # type: ignore[union-attr]
         .order_by(AgentEvent.id).limit(limit)

@@ -145,7 +145,14 @@ def ring(session: Session, clock: Clock, todo: Todo) -> Wake:
     return route(session, clock, wake_for(session, todo))
 
 
-def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
+class RingPass(list[Wake]):
+    """The wakes of one :func:`due_rings` pass; ``todos`` counts the todos it rang (a todo is
+    rung whether or not a session was attached to hear it: the ring count says so)."""
+
+    todos: int = 0
+
+
+def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     """Coalesced wakes for pending todos never rung (made by another process) or due a re-ring.
 
     Each due todo is claimed by a conditional update on ``rung_at``, so many processes may call
@@ -163,6 +170,7 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
     ).scalars().all()
     groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
     live: dict[str, AgentSession | None] = {}
+    wakes = RingPass()
     for todo in candidates:
         if todo.rung_at is not None and todo.rung_at + timedelta(seconds=ring_after_seconds(todo.ring_count)) > now:
             continue
@@ -175,6 +183,7 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
         )
         if moved.rowcount != 1:  # type: ignore[attr-defined]
             continue
+        wakes.todos += 1
         wake = wake_for(session, todo)
         target = None
         for agent_id in wake.agent_ids:
@@ -186,7 +195,6 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> list[Wake]:
                 break
         if target is not None:
             groups.setdefault(target.id, (target, []))[1].append((todo, wake, first))
-    wakes = []
     for target, items in groups.values():
         recent = target.last_woken_at is not None and target.last_woken_at > cutoff
         if recent and not any(first for _, _, first in items):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlmodel import Session
 
+from switchboard import metrics
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.inbox import chat_verdicts
@@ -28,7 +29,7 @@ from switchboard.models import Delivery, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
-from switchboard.sources import SOURCE_SENDER, adapter_for
+from switchboard.sources import SOURCE_SENDER, adapter_for, routing
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@metrics.timed_processing
 def process_delivery(hub: Hub, delivery_id: str) -> str | None:
     """Process one delivery if it is still ``received``.
 
@@ -75,6 +77,7 @@ def _process(hub: Hub, delivery_id: str, decided_for: list[str]) -> str | None:
         screened = screening.screen(delivery.raw_body or b"", delivery.headers or {}, envelope, adapter,
                                     source.queue)
         if screened.rejected is not None:
+            metrics.delivery_outcome(source.provider, "rejected")
             return _reject(hub, session, delivery, project.id, envelope.kind, screened.rejected)
         assert screened.envelope is not None
         envelope = screened.envelope
@@ -98,6 +101,7 @@ def _process(hub: Hub, delivery_id: str, decided_for: list[str]) -> str | None:
             who = Attribution(delivery.released_by, None)
         if who.human_id is None:
             delivery.status, delivery.quarantine_reason = "quarantined", who.reason
+            metrics.delivery_outcome(source.provider, "quarantined")
             feed.append(session, hub.clock, project.id, "delivery.quarantined",
                         f"Quarantined {envelope.kind} delivery: {who.reason}", subject_id=delivery.id,
                         data={"reason": who.reason, "kind": envelope.kind},
@@ -109,10 +113,11 @@ def _process(hub: Hub, delivery_id: str, decided_for: list[str]) -> str | None:
         if screened.secrets:
             vault.store(session, vault.load_key_ring(hub.settings), project.id, delivery.id, screened.secrets, now)
 
-        if envelope.title is None:
+        if envelope.title is None or not routing.wants_todo(source.provider, source.todo_events, envelope):
+            # Not work, or not an event kind the source turns into todos: a feed event only.
             delivery.status = "processed"
             feed.append(session, hub.clock, project.id, "delivery.received",
-                        envelope.summary or envelope.kind, subject_id=delivery.id,
+                        envelope.summary or envelope.title or envelope.kind, subject_id=delivery.id,
                         data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
             return delivery.status
 
@@ -125,6 +130,7 @@ def _process(hub: Hub, delivery_id: str, decided_for: list[str]) -> str | None:
         if created:
             wake = ring(session, hub.clock, todo)
     if wake is not None:
+        metrics.wake_published(delivery.received_at, hub.clock.now())
         hub.broker.publish_wake(wake)
     return "processed"
 

@@ -9,6 +9,7 @@ the processing job are thin shells around it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,14 @@ class SourceAdapter(Protocol):
         """The delivery's dedup key (DESIGN.md §6.1), or ``None`` when the request has none."""
         ...
 
+    def body_digest(self, headers: Mapping[str, str], body: bytes) -> str | None:
+        """SHA-256 (hex) of the raw body for replay dedup, or ``None`` for timestamped schemes."""
+        ...
+
+    def health_check(self, body: bytes, headers: Mapping[str, str]) -> bool:
+        """True when the request is exactly the provider's unsigned health check (answered 200)."""
+        ...
+
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
         """Parse a verified body; raise ``MalformedPayload`` when it does not parse."""
         ...
@@ -112,11 +121,31 @@ class SourceAdapter(Protocol):
 
 
 class BaseSource:
-    """Defaults shared by the adapters: a generated url-safe secret, no ack body, any id."""
+    """Defaults shared by the adapters: a generated url-safe secret, no ack body, any id,
+    replay dedup on the body digest, no health check."""
 
     provider = ""
     generates_secret = True
     secret_help = "the webhook secret"
+    replay_window = False
+    """True when the scheme signs a timestamp checked against a window (Slack, Standard
+    Webhooks): a captured request dies with the window, so no body digest is needed."""
+
+    def body_digest(self, headers: Mapping[str, str], body: bytes) -> str | None:
+        """SHA-256 (hex) of the exact body, for schemes without a signed timestamp.
+
+        A signature that covers no timestamp and no delivery id (GitHub, Gitea, Teams, GitLab's
+        secret token, ...) lets anyone who captured one delivery send it again with a fresh
+        delivery header; the digest, unique per source while the delivery row is kept, makes
+        that replay a duplicate (issue 12 #7). ``None`` where :attr:`replay_window` is set.
+        """
+        if self.replay_window:
+            return None
+        return hashlib.sha256(body).hexdigest()
+
+    def health_check(self, body: bytes, headers: Mapping[str, str]) -> bool:
+        """No unsigned health check by default."""
+        return False
 
     def new_secret(self) -> str:
         """32 random bytes, url-safe base64 without padding."""

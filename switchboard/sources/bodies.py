@@ -26,6 +26,29 @@ def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
+def join_title(head: str, detail: object = None, limit: int = TITLE_MAX_CHARS) -> str:
+    """``head: detail`` on one line, or just ``head`` when ``detail`` is empty, ``None``, a
+    boolean or not a string or number: a title never ends in a dangling colon or shows
+    ``None`` / ``""`` for a missing field (issue 12 #6)."""
+    shown = label(detail, limit)
+    return one_line(f"{head}: {shown}" if shown else head, limit)
+
+
+def label(value: object, limit: int = 100) -> str | None:
+    """A provider field shown in a title: a non-blank string or a number on one line, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    line = one_line(value, limit)
+    return line or None
+
+
+def number(value: object, prefix: str = "#") -> str:
+    """`` #12`` for a positive whole number (a leading space included), else ``""``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        return ""
+    return f" {prefix}{str(value).strip()[:20]}"
+
+
 _SURROGATE = re.compile("[\x00\ud800-\udfff]")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import get, load_json_object, one_line, text
+from switchboard.sources.bodies import get, join_title, label, load_json_object, one_line, text
 from switchboard.verifiers import discord_signature
 
 PING, COMMAND, COMPONENT, AUTOCOMPLETE, MODAL = 1, 2, 3, 4, 5
@@ -93,13 +93,16 @@ class DiscordSource(BaseSource):
         who = text(get(user, "username")) or uid or "someone"
         title = None
         if itype == COMMAND:
-            options = data.get("options") if isinstance(data.get("options"), list) else []
-            args = " ".join(f"{get(o, 'name')}={get(o, 'value')}" for o in options[:10] if isinstance(o, dict))
-            title = one_line(f"Discord /{data.get('name') or 'command'} from {who}: {args}")
+            command, args = _command_line(data)
+            title = join_title(f"Discord /{command} from {who}", args)
         elif itype == COMPONENT:
-            title = one_line(f"Discord button pressed by {who}: {data.get('custom_id') or ''}")
+            # component_type 2 is a button; 3 and 5-8 are select menus (values chosen).
+            values = data.get("values") if isinstance(data.get("values"), list) else []
+            chosen = ", ".join(v for v in (label(x) for x in values[:10]) if v)
+            noun = "button pressed" if data.get("component_type") in (None, 2) else "choice made"
+            title = join_title(f"Discord {noun} by {who}", chosen or data.get("custom_id"))
         elif itype == MODAL:
-            title = one_line(f"Discord form submitted by {who}: {data.get('custom_id') or ''}")
+            title = join_title(f"Discord form submitted by {who}", data.get("custom_id"))
         summary = None if title else one_line(f"Discord {name} interaction")
         return Envelope("interaction", name, payload, sender, title=title, summary=summary)
 
@@ -109,6 +112,25 @@ class DiscordSource(BaseSource):
             return {"type": 8, "data": {"choices": []}}
         return {"type": 4, "data": {"content": f"Received; queued for agents ({delivery_id}).",
                                     "flags": EPHEMERAL}}
+
+
+def _command_line(data: dict[str, Any]) -> tuple[str, str]:
+    """``(name, args)`` of a slash command: sub-command groups and sub-commands (option types 1
+    and 2) join the name; the other options are ``name=value`` pairs, empty ones left out."""
+    names = [label(data.get("name"), 60) or "command"]
+    options = data.get("options") if isinstance(data.get("options"), list) else []
+    for _ in range(2):
+        sub = options[0] if len(options) == 1 and isinstance(options[0], dict) else None
+        if sub is None or sub.get("type") not in (1, 2):
+            break
+        names.append(label(sub.get("name"), 60) or "?")
+        options = sub.get("options") if isinstance(sub.get("options"), list) else []
+    pairs = []
+    for option in options[:10]:
+        name, value = label(get(option, "name"), 40), label(get(option, "value"))
+        if name and value:
+            pairs.append(f"{name}={value}")
+    return " ".join(names), " ".join(pairs)
 
 
 ADAPTER = DiscordSource()

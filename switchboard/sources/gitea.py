@@ -17,9 +17,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from switchboard.clock import Clock
-from switchboard.errors import InvalidArgument
+from switchboard.errors import InvalidArgument, MalformedRequest
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import get, host_of, is_form, load_form, load_json_object, one_line, text
+from switchboard.sources.bodies import (
+    get,
+    host_of,
+    is_form,
+    join_title,
+    load_form,
+    load_json_object,
+    number,
+    one_line,
+    text,
+)
 from switchboard.sources.github import title_for
 from switchboard.verifiers import gitea_signature
 
@@ -68,21 +78,27 @@ class GiteaSource(BaseSource):
 
         Raises:
             MalformedPayload: the body is not a JSON object.
+            MalformedRequest: ``X-Forgejo-Event`` and ``X-Gitea-Event`` disagree.
         """
         if is_form(headers):
             payload = load_json_object(load_form(body).get("payload", ""))
         else:
             payload = load_json_object(body)
-        event = one_line(headers.get("x-forgejo-event") or headers.get("x-gitea-event") or "unknown", 60)
+        forgejo, gitea = headers.get("x-forgejo-event", "").strip(), headers.get("x-gitea-event", "").strip()
+        if forgejo and gitea and forgejo != gitea:
+            # Forgejo sends both with one value; unsigned headers that disagree are refused
+            # rather than one of them guessed (issue 12 #7).
+            raise MalformedRequest("X-Forgejo-Event and X-Gitea-Event disagree")
+        event = one_line(forgejo or gitea or "unknown", 60)
         action = payload.get("action")
         action = one_line(action, 60) if isinstance(action, str) and action else None
         sender = self._sender(payload)
         repo = one_line(get(payload, "repository", "full_name") or "an unknown repository", 100)
         if event in _REVIEW_EVENTS:
             state = event.rsplit("_", 1)[1]
-            title: str | None = one_line(
-                f"Review ({state}) on PR #{get(payload, 'pull_request', 'number')} in {repo}: "
-                f"{get(payload, 'pull_request', 'title') or ''}")
+            title: str | None = join_title(
+                f"Review ({state}) on PR{number(get(payload, 'pull_request', 'number'))} in {repo}",
+                get(payload, "pull_request", "title"))
         else:
             title = title_for(event, action, payload)
         summary = None if title else one_line(f"{self.label} {event}{'.' + action if action else ''} in {repo}")

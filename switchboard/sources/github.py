@@ -21,7 +21,16 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload, MalformedRequest
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import TITLE_MAX_CHARS, is_form, load_form, load_json_object, one_line
+from switchboard.sources.bodies import (
+    TITLE_MAX_CHARS,
+    is_form,
+    join_title,
+    label,
+    load_form,
+    load_json_object,
+    number,
+    one_line,
+)
 from switchboard.verifiers import hub_signature
 
 __all__ = ["ADAPTER", "TITLE_MAX_CHARS", "GitHubSource", "load_json_object", "one_line", "title_for"]
@@ -90,7 +99,7 @@ class GitHubSource(BaseSource):
             MalformedRequest: ``X-GitHub-Event`` is not an event name, or ``X-GitHub-Delivery`` is
                 missing (GitHub always sends both).
             MalformedPayload: the body or its ``payload`` field is not a strict JSON object, the
-                form has other fields, or ``action`` is not an action name.
+                form has other fields, or ``action`` is not a string.
         """
         event = headers.get("x-github-event", "").strip()
         if not _EVENT.fullmatch(event):
@@ -107,9 +116,13 @@ class GitHubSource(BaseSource):
             payload = load_json_object(fields["payload"])
         else:
             payload = load_json_object(body)
-        action = payload.get("action")
-        if action is not None and not (isinstance(action, str) and _EVENT.fullmatch(action)):
-            raise MalformedPayload("'action' must be a GitHub action name (lowercase letters, digits, '_')")
+        raw_action = payload.get("action")
+        if raw_action is not None and not isinstance(raw_action, str):
+            raise MalformedPayload("'action' must be a string")
+        # ``action`` is free text where the sender chooses it (``repository_dispatch``'s
+        # event_type, up to 100 characters: ``deploy-staging``); GitHub promises a string, no
+        # more, so nothing else is refused (issue 12 #5). It is kept on one line for kinds.
+        action = one_line(raw_action, 100) or None if raw_action is not None else None
         sender = _sender(payload)
         if event == "ping":
             return Envelope(event, None, payload, sender, title=None,
@@ -150,60 +163,104 @@ def _get(payload: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
+def _who(p: Mapping[str, Any], *path: str) -> str:
+    return label(_get(p, *path, "user", "login")) or label(_get(p, "sender", "login")) or "someone"
+
+
+def _ref_name(ref: str) -> tuple[str, str]:
+    """``(kind, name)`` of a Git ref: ``("tag", "v1.2")``, ``("branch", "feature/x")``, or
+    ``("ref", ref)`` for anything else. Names keep their slashes and any Unicode."""
+    for prefix, kind in (("refs/tags/", "tag"), ("refs/heads/", "branch")):
+        if ref.startswith(prefix) and len(ref) > len(prefix):
+            return kind, ref[len(prefix):]
+    return "ref", ref
+
+
+def push_title(ref: object, repo: str, commits: int, *, deleted: bool = False, created: bool = False) -> str:
+    """The title of a push (GitHub, Gitea, Forgejo, GitLab): a tag push says so, a deleted
+    branch or tag says so, and an unknown ref is never shown as an empty name (issue 12 #6)."""
+    kind, name = _ref_name(ref if isinstance(ref, str) else "")
+    shown = label(name, 100)
+    if shown is None:
+        return one_line(f"Push in {repo}: {commits} commit{'' if commits == 1 else 's'}")
+    if deleted:
+        return one_line(f"{'Tag' if kind == 'tag' else 'Branch'} {shown} deleted in {repo}")
+    if kind == "tag":
+        return one_line(f"Tag {shown} pushed in {repo}")
+    if created and commits == 0:
+        return one_line(f"Branch {shown} created in {repo}")
+    return one_line(f"Push to {shown} in {repo}: {commits} commit{'' if commits == 1 else 's'}")
+
+
+def _outcome(run: Mapping[str, Any]) -> str:
+    value = label(run.get("conclusion"), 40) or label(run.get("status"), 40)
+    return f" ({value})" if value else ""
+
+
 def title_for(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
     """One-line titles for the events users act on; ``None`` for feed-only events.
 
     Also used by Gitea and Forgejo, whose payloads follow GitHub's shapes. A work event whose
-    main object is missing (the header names an event the body is not) gets no title.
+    main object is missing (the header names an event the body is not) gets no title. Empty,
+    null and missing fields fall back to another field or are left out: never ``""``,
+    ``None`` or a dangling colon (issue 12 #6). Whether a titled event becomes a todo is the
+    source's ``todo_events`` choice (:mod:`switchboard.sources.routing`).
     """
     main = {"issues": "issue", "issue_comment": "comment", "pull_request": "pull_request",
             "pull_request_review": "review", "workflow_run": "workflow_run", "check_run": "check_run",
-            "release": "release", "discussion": "discussion"}.get(event)
+            "release": "release", "discussion": "discussion", "pull_request_review_comment": "comment",
+            "discussion_comment": "comment", "commit_comment": "comment"}.get(event)
     if main is not None and not isinstance(p.get(main), dict):
         return None
     if event == "push" and not isinstance(p.get("ref"), str):
         return None
     repo = _repo(p)
-    act = action or "updated"
+    act = label(action, 60) or "updated"
     if event == "issues":
-        return one_line(f"Issue #{_get(p, 'issue', 'number')} {act} in {repo}: {_get(p, 'issue', 'title') or ''}")
+        return join_title(f"Issue{number(_get(p, 'issue', 'number'))} {act} in {repo}", _get(p, "issue", "title"))
     if event == "issue_comment":
         kind = "PR" if isinstance(_get(p, "issue", "pull_request"), dict) else "issue"
-        who = _get(p, "comment", "user", "login") or _get(p, "sender", "login") or "someone"
-        return one_line(
-            f"Comment {act} on {kind} #{_get(p, 'issue', 'number')} in {repo} by {who}: "
-            f"{_get(p, 'issue', 'title') or ''}"
-        )
+        return join_title(f"Comment {act} on {kind}{number(_get(p, 'issue', 'number'))} in {repo} by "
+                          f"{_who(p, 'comment')}", _get(p, "issue", "title"))
     if event == "pull_request":
-        number = p.get("number") or _get(p, "pull_request", "number")
-        return one_line(f"PR #{number} {act} in {repo}: {_get(p, 'pull_request', 'title') or ''}")
+        num = number(p.get("number")) or number(_get(p, "pull_request", "number"))
+        return join_title(f"PR{num} {act} in {repo}", _get(p, "pull_request", "title"))
     if event == "pull_request_review":
-        state = _get(p, "review", "state") or act
-        return one_line(
-            f"Review ({state}) on PR #{_get(p, 'pull_request', 'number')} in {repo}: "
-            f"{_get(p, 'pull_request', 'title') or ''}"
-        )
+        state = label(_get(p, "review", "state"), 40) or act
+        return join_title(f"Review ({state}) on PR{number(_get(p, 'pull_request', 'number'))} in {repo}",
+                          _get(p, "pull_request", "title"))
+    if event == "pull_request_review_comment":
+        return join_title(f"Review comment {act} on PR{number(_get(p, 'pull_request', 'number'))} in {repo} by "
+                          f"{_who(p, 'comment')}", _get(p, "pull_request", "title"))
+    if event == "discussion_comment":
+        return join_title(f"Comment {act} on discussion{number(_get(p, 'discussion', 'number'))} in {repo} by "
+                          f"{_who(p, 'comment')}", _get(p, "discussion", "title"))
+    if event == "commit_comment":
+        sha = label(_get(p, "comment", "commit_id"), 40)
+        on = f"commit {sha[:7]}" if sha else "a commit"
+        return join_title(f"Comment on {on} in {repo} by {_who(p, 'comment')}", _get(p, "comment", "body"))
     if event == "push":
-        ref = str(p.get("ref") or "")
-        name = ref.split("/", 2)[2] if ref.count("/") >= 2 else ref
         commits = p.get("commits") if isinstance(p.get("commits"), list) else []
-        noun = "commit" if len(commits) == 1 else "commits"
-        return one_line(f"Push to {name} in {repo}: {len(commits)} {noun}")
+        return push_title(p.get("ref"), repo, len(commits), deleted=p.get("deleted") is True,
+                          created=p.get("created") is True)
     if event == "workflow_run":
-        run = p.get("workflow_run") if isinstance(p.get("workflow_run"), dict) else {}
-        outcome = run.get("conclusion") or run.get("status") or ""
-        return one_line(f"Workflow \"{run.get('name') or ''}\" {act} ({outcome}) in {repo}")
+        run = p["workflow_run"]
+        name = (label(run.get("name")) or label(run.get("display_title")) or label(_get(p, "workflow", "name"))
+                or label(run.get("path")))
+        head = f'Workflow "{name}"' if name else "A workflow run"
+        return one_line(f"{head} {act}{_outcome(run)} in {repo}")
     if event == "check_run":
-        run = p.get("check_run") if isinstance(p.get("check_run"), dict) else {}
-        outcome = run.get("conclusion") or run.get("status") or ""
-        return one_line(f"Check \"{run.get('name') or ''}\" {act} ({outcome}) in {repo}")
+        run = p["check_run"]
+        name = label(run.get("name")) or label(_get(run, "app", "name"))
+        head = f'Check "{name}"' if name else "A check run"
+        return one_line(f"{head} {act}{_outcome(run)} in {repo}")
     if event == "release":
-        rel = p.get("release") if isinstance(p.get("release"), dict) else {}
-        return one_line(f"Release {rel.get('tag_name') or rel.get('name') or ''} {act} in {repo}")
+        rel = p["release"]
+        tag = label(rel.get("tag_name")) or label(rel.get("name"))
+        return one_line(f"Release{' ' + tag if tag else ''} {act} in {repo}")
     if event == "discussion":
-        return one_line(
-            f"Discussion #{_get(p, 'discussion', 'number')} {act} in {repo}: {_get(p, 'discussion', 'title') or ''}"
-        )
+        return join_title(f"Discussion{number(_get(p, 'discussion', 'number'))} {act} in {repo}",
+                          _get(p, "discussion", "title"))
     return None
 
 

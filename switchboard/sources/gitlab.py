@@ -6,7 +6,11 @@
   (:mod:`switchboard.verifiers.shared_token`), and the signing token: Standard Webhooks
   ``webhook-id`` / ``webhook-timestamp`` / ``webhook-signature`` (``v1``, HMAC-SHA256 over
   ``id.timestamp.body``; configure it as ``whsec_<base64>``).
-- Dedup key: ``Idempotency-Key`` (kept across GitLab's retries), else ``X-Gitlab-Event-UUID``.
+- Dedup key: ``X-Gitlab-Event-UUID``, the event's own identity: two hooks pointed at one
+  source send one event with one event UUID (and a per-hook ``Idempotency-Key``), so they make
+  one todo (issue 12 #8). ``Idempotency-Key`` (kept across GitLab's retries) when there is no
+  event UUID. The body digest (:meth:`BaseSource.body_digest`) also catches a replay with
+  fresh headers: the secret token signs nothing.
 - Sender: ``user.id`` (``user_id`` on push events) in the workspace of the instance host
   (``project.web_url``): ``identity link --provider gitlab --workspace gitlab.com``.
 
@@ -23,7 +27,17 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import get, host_of, load_json_object, one_line, text
+from switchboard.sources.bodies import (
+    get,
+    host_of,
+    join_title,
+    label,
+    load_json_object,
+    number,
+    one_line,
+    text,
+)
+from switchboard.sources.github import push_title
 from switchboard.verifiers import SignatureMismatch, SignatureMissing, shared_token, standard_webhooks
 
 
@@ -68,7 +82,7 @@ class GitLabSource(BaseSource):
         Raises:
             SignatureMissing: neither is present.
             SignatureMismatch: one present fails, or none could be checked.
-            MalformedRequest, TimestampOutOfWindow: from the Standard Webhooks scheme.
+            SignatureMalformed, TimestampOutOfWindow: from the Standard Webhooks scheme.
         """
         signing = [s for s in secrets if s.startswith(standard_webhooks.SECRET_PREFIX)]
         tokens = [s for s in secrets if not s.startswith(standard_webhooks.SECRET_PREFIX)]
@@ -88,9 +102,11 @@ class GitLabSource(BaseSource):
                 raise SignatureMismatch()
 
     def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
-        """``Idempotency-Key``, else ``X-Gitlab-Event-UUID``, else ``None``."""
-        value = (headers.get("idempotency-key") or headers.get("x-gitlab-event-uuid") or "").strip()
-        return value[:200] or None
+        """``event:<X-Gitlab-Event-UUID>``, else ``Idempotency-Key``, else ``None``."""
+        event = headers.get("x-gitlab-event-uuid", "").strip()
+        if event:
+            return f"event:{event[:200]}"
+        return headers.get("idempotency-key", "").strip()[:200] or None
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
         """Parse a verified JSON delivery.
@@ -119,26 +135,35 @@ def _sender(payload: Mapping[str, Any]) -> Sender | None:
     return Sender("gitlab", host, uid, login, is_bot=is_bot)
 
 
+_ZERO_SHA = "0" * 40
+
+
 def _title(event: str, action: str | None, p: Mapping[str, Any]) -> str | None:
+    """Titles for issues, merge requests, notes and pushes (tag pushes titled, routed by
+    ``todo_events``); empty, null and missing fields are left out (issue 12 #6)."""
     project = one_line(get(p, "project", "path_with_namespace") or "an unknown project", 100)
-    act = action or "updated"
+    act = label(action, 60) or "updated"
     attrs = p.get("object_attributes") if isinstance(p.get("object_attributes"), dict) else {}
     if event in ("issue", "work_item"):
-        return one_line(f"Issue #{attrs.get('iid')} {act} in {project}: {attrs.get('title') or ''}")
+        return join_title(f"Issue{number(attrs.get('iid'))} {act} in {project}", attrs.get("title"))
     if event == "merge_request":
-        return one_line(f"MR !{attrs.get('iid')} {act} in {project}: {attrs.get('title') or ''}")
+        return join_title(f"MR{number(attrs.get('iid'), '!')} {act} in {project}", attrs.get("title"))
     if event == "note":
-        on = attrs.get("noteable_type") or "item"
-        who = get(p, "user", "username") or "someone"
-        target = get(p, "merge_request", "iid") or get(p, "issue", "iid") or ""
-        ref = f" !{target}" if on == "MergeRequest" and target else (f" #{target}" if target else "")
-        return one_line(f"Comment on {on}{ref} in {project} by {who}: {attrs.get('note') or ''}")
-    if event == "push":
-        ref = str(p.get("ref") or "")
-        name = ref.split("/", 2)[2] if ref.count("/") >= 2 else ref
+        on = label(attrs.get("noteable_type"), 40) or "item"
+        who = label(get(p, "user", "username")) or "someone"
+        if on == "MergeRequest":
+            ref = number(get(p, "merge_request", "iid"), "!")
+        elif on == "Commit":
+            sha = label(get(p, "commit", "id"), 40)
+            ref = f" {sha[:8]}" if sha else ""
+        else:
+            ref = number(get(p, "issue", "iid"))
+        return join_title(f"Comment on {on}{ref} in {project} by {who}", attrs.get("note"))
+    if event in ("push", "tag_push"):
         count = p.get("total_commits_count")
         count = count if isinstance(count, int) and not isinstance(count, bool) else 0
-        return one_line(f"Push to {name} in {project}: {count} commit{'' if count == 1 else 's'}")
+        return push_title(p.get("ref"), project, count, deleted=p.get("after") == _ZERO_SHA,
+                          created=p.get("before") == _ZERO_SHA)
     return None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import is_form, load_form, load_json_object, one_line, text
+from switchboard.sources.bodies import is_form, join_title, load_form, load_json_object, text
 from switchboard.verifiers import SignatureMissing, shared_token
 
 _ID = re.compile(r"[a-z0-9]{26}")
@@ -93,8 +93,8 @@ class MattermostSource(BaseSource):
         team = text(payload.get("team_id")) or ""
         sender = Sender("mattermost", team, user, text(payload.get("user_name"))) if user else None
         where = text(payload.get("channel_name"), 80) or "a channel"
-        title = one_line(f"Mattermost message from {text(payload.get('user_name')) or user or 'someone'} "
-                         f"in {where}: {payload.get('text') or ''}")
+        title = join_title(f"Mattermost message from {text(payload.get('user_name')) or user or 'someone'} "
+                           f"in {where}", payload.get("text"))
         return Envelope("message", None, payload, sender, title=title)
 
 

@@ -33,6 +33,7 @@ class StandardWebhooksSource(BaseSource):
 
     provider = "standard_webhooks"
     secret_help = "a Standard Webhooks secret"
+    replay_window = True
 
     def new_secret(self) -> str:
         """``whsec_`` + base64 of 32 random bytes."""

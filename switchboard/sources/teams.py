@@ -22,7 +22,7 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import get, load_json_object, one_line, text
+from switchboard.sources.bodies import get, join_title, load_json_object, one_line, text
 from switchboard.verifiers import teams_hmac
 
 _MENTION = re.compile(r"<at>[^<]{0,200}</at>")
@@ -91,7 +91,7 @@ class TeamsSource(BaseSource):
         title = None
         if kind == "message":
             said = html.unescape(_TAG.sub("", _MENTION.sub("", str(payload.get("text") or ""))))
-            title = one_line(f"Teams message from {name or 'someone'}: {said}")
+            title = join_title(f"Teams message from {name or 'someone'}", said)
         summary = None if title else one_line(f"Teams {kind} activity")
         return Envelope("activity", kind, payload, sender, title=title, summary=summary)
 

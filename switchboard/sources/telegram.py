@@ -3,8 +3,10 @@
 - Verification: ``X-Telegram-Bot-Api-Secret-Token`` equals the ``secret_token`` given to
   ``setWebhook``, compared in constant time (:mod:`switchboard.verifiers.shared_token`).
 - Dedup key: ``update_id`` (per bot, and a source is one bot).
-- Sender: ``from.id`` of the message / edited message / callback query, no workspace; bot when
-  ``from.is_bot``. Channel posts have no person behind them and are quarantined.
+- Sender: ``from.id`` of the message / edited message / callback query / business message
+  (``user.id`` of a reaction or poll answer), no workspace; bot when ``is_bot`` (an anonymous
+  group admin posts as ``GroupAnonymousBot``, a bot). Channel posts have no person behind them
+  (only ``sender_chat``) and are quarantined.
 - Work: text messages and button presses (callback queries); the text is content.
 
 Source: https://core.telegram.org/bots/api#setwebhook and https://core.telegram.org/bots/api#update
@@ -19,12 +21,17 @@ from typing import Any
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources import BaseSource, Envelope, Sender
-from switchboard.sources.bodies import get, load_json_object, one_line, text
+from switchboard.sources.bodies import get, join_title, load_json_object, one_line, text
 from switchboard.verifiers import shared_token
 
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _KINDS = ("message", "edited_message", "channel_post", "edited_channel_post", "callback_query",
-          "inline_query", "my_chat_member", "chat_member")
+          "inline_query", "chosen_inline_result", "my_chat_member", "chat_member", "chat_join_request",
+          "business_message", "edited_business_message", "message_reaction", "poll_answer",
+          "shipping_query", "pre_checkout_query")
+# Where an update kind names its actor: ``from`` for most, ``user`` for reactions and poll
+# answers (https://core.telegram.org/bots/api#messagereactionupdated, #pollanswer).
+_ACTOR = {"message_reaction": "user", "poll_answer": "user"}
 
 
 class TelegramSource(BaseSource):
@@ -73,15 +80,16 @@ class TelegramSource(BaseSource):
         payload = load_json_object(body)
         kind = next((k for k in _KINDS if isinstance(payload.get(k), dict)), "unknown")
         item: dict[str, Any] = payload.get(kind) if isinstance(payload.get(kind), dict) else {}
-        uid = text(get(item, "from", "id"))
-        who = text(get(item, "from", "username")) or text(get(item, "from", "first_name")) or uid or "someone"
-        sender = Sender("telegram", "", uid, text(get(item, "from", "username")),
-                        is_bot=get(item, "from", "is_bot") is True) if uid else None
+        actor = _ACTOR.get(kind, "from")
+        uid = text(get(item, actor, "id"))
+        who = text(get(item, actor, "username")) or text(get(item, actor, "first_name")) or uid or "someone"
+        sender = Sender("telegram", "", uid, text(get(item, actor, "username")),
+                        is_bot=get(item, actor, "is_bot") is True) if uid else None
         title = None
-        if kind in ("message", "edited_message") and isinstance(item.get("text"), str):
-            title = one_line(f"Telegram message from {who}: {item['text']}")
+        if kind in ("message", "edited_message", "business_message") and isinstance(item.get("text"), str):
+            title = join_title(f"Telegram message from {who}", item["text"])
         elif kind == "callback_query":
-            title = one_line(f"Telegram button pressed by {who}: {item.get('data') or ''}")
+            title = join_title(f"Telegram button pressed by {who}", item.get("data"))
         summary = None if title else one_line(f"Telegram {kind} update")
         return Envelope("update", kind, payload, sender, title=title, summary=summary)
 

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMismatch, SignatureMissing, timestamp
+from switchboard.verifiers import SignatureMalformed, SignatureMismatch, SignatureMissing, timestamp
 
 _SIGNATURE = re.compile(r"[0-9a-fA-F]{128}")
 _PUBLIC_KEY = re.compile(r"[0-9a-fA-F]{64}")
@@ -60,7 +59,7 @@ def verify(body: bytes, headers: Mapping[str, str], public_keys: Sequence[str]) 
 
     Raises:
         SignatureMissing: a header is absent.
-        MalformedRequest: the timestamp is not digits or the signature is not 128 hex digits.
+        SignatureMalformed: the timestamp is not digits or the signature is not 128 hex digits.
         SignatureMismatch: no key verifies the signature.
     """
     signature = headers.get("x-signature-ed25519")
@@ -69,7 +68,7 @@ def verify(body: bytes, headers: Mapping[str, str], public_keys: Sequence[str]) 
     raw_ts = headers.get("x-signature-timestamp")
     timestamp.parse(raw_ts, "X-Signature-Timestamp")
     if not _SIGNATURE.fullmatch(signature.strip()):
-        raise MalformedRequest("X-Signature-Ed25519 must be 128 hex digits")
+        raise SignatureMalformed("X-Signature-Ed25519 must be 128 hex digits")
     keys = []
     for hex_key in public_keys:
         try:

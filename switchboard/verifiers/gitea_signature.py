@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMissing
+from switchboard.verifiers import SignatureMalformed, SignatureMissing
 from switchboard.verifiers.hub_signature import verify_hex
 
 HEADERS = ("x-forgejo-signature", "x-gitea-signature")
@@ -29,7 +28,7 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str | byte
 
     Raises:
         SignatureMissing: neither header is present.
-        MalformedRequest: a header is not 64 hex digits.
+        SignatureMalformed: a header is not 64 hex digits.
         SignatureMismatch: a present header matches no secret.
     """
     present = [headers[name].strip() for name in HEADERS if headers.get(name, "") != ""]
@@ -37,5 +36,5 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str | byte
         raise SignatureMissing()
     for value in present:
         if not _HEX.fullmatch(value):
-            raise MalformedRequest("X-Gitea-Signature / X-Forgejo-Signature must be 64 hex digits")
+            raise SignatureMalformed("X-Gitea-Signature / X-Forgejo-Signature must be 64 hex digits")
         verify_hex(body, value, secrets)

@@ -11,8 +11,7 @@ import hmac
 import re
 from collections.abc import Sequence
 
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMismatch, SignatureMissing
+from switchboard.verifiers import SignatureMalformed, SignatureMismatch, SignatureMissing
 
 __all__ = ["SignatureMismatch", "SignatureMissing", "sign", "verify"]
 
@@ -40,14 +39,14 @@ def verify(body: bytes, header: str | None, secrets: Sequence[str | bytes]) -> N
 
     Raises:
         SignatureMissing: no header.
-        MalformedRequest: the header is not ``sha256=`` followed by 64 hex digits.
+        SignatureMalformed: the header is not ``sha256=`` followed by 64 hex digits.
         SignatureMismatch: no secret matches.
     """
     if header is None or header == "":
         raise SignatureMissing()
     match = _HEADER.fullmatch(header.strip())
     if match is None:
-        raise MalformedRequest("X-Hub-Signature-256 must be 'sha256=' followed by 64 hex digits")
+        raise SignatureMalformed("X-Hub-Signature-256 must be 'sha256=' followed by 64 hex digits")
     verify_hex(body, match.group(1), secrets)
 
 
@@ -86,14 +85,14 @@ def verify_sha1(body: bytes, header: str | None, secrets: Sequence[str | bytes])
     SHA-256 for compatibility). A source that has not opted in never calls this.
 
     Raises:
-        SignatureMissing: no header. MalformedRequest: not ``sha1=`` + 40 hex digits.
+        SignatureMissing: no header. SignatureMalformed: not ``sha1=`` + 40 hex digits.
         SignatureMismatch: no secret matches.
     """
     if header is None or header == "":
         raise SignatureMissing()
     match = _SHA1_HEADER.fullmatch(header.strip())
     if match is None:
-        raise MalformedRequest("X-Hub-Signature must be 'sha1=' followed by 40 hex digits")
+        raise SignatureMalformed("X-Hub-Signature must be 'sha1=' followed by 40 hex digits")
     given = match.group(1).lower().encode("ascii")
     ok = False
     for secret in secrets:

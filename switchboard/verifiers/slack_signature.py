@@ -15,8 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from switchboard.clock import Clock
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMismatch, SignatureMissing, timestamp
+from switchboard.verifiers import SignatureMalformed, SignatureMismatch, SignatureMissing, timestamp
 
 _SIGNATURE = re.compile(r"v0=([0-9a-fA-F]{64})")
 
@@ -40,7 +39,7 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str], cloc
 
     Raises:
         SignatureMissing: no signature or timestamp header.
-        MalformedRequest: the timestamp is not digits or the signature is not ``v0=`` + 64 hex.
+        SignatureMalformed: the timestamp is not digits or the signature is not ``v0=`` + 64 hex.
         TimestampOutOfWindow: the timestamp is more than ``tolerance`` seconds away.
         SignatureMismatch: no secret matches.
     """
@@ -51,7 +50,7 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str], cloc
     ts = timestamp.parse(raw_ts, "X-Slack-Request-Timestamp")
     match = _SIGNATURE.fullmatch(signature.strip())
     if match is None:
-        raise MalformedRequest("X-Slack-Signature must be 'v0=' followed by 64 hex digits")
+        raise SignatureMalformed("X-Slack-Signature must be 'v0=' followed by 64 hex digits")
     timestamp.check_window(ts, clock, tolerance)
     given = match.group(1).lower().encode("ascii")
     base = b"v0:" + str(raw_ts).encode("ascii") + b":" + body

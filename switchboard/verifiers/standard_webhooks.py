@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from switchboard.clock import Clock
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMismatch, SignatureMissing, timestamp
+from switchboard.verifiers import SignatureMalformed, SignatureMismatch, SignatureMissing, timestamp
 from switchboard.verifiers.discord_signature import verify_ed25519
 
 SECRET_PREFIX = "whsec_"
@@ -116,7 +115,7 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str], cloc
 
     Raises:
         SignatureMissing: the id, timestamp or signature header is absent.
-        MalformedRequest: the id has spaces/controls or the timestamp is not digits.
+        SignatureMalformed: the id has spaces/controls or the timestamp is not digits.
         TimestampOutOfWindow: more than ``tolerance`` seconds away.
         SignatureMismatch: no entry of the list matches any key.
     """
@@ -126,7 +125,7 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str], cloc
     if not msg_id or not signatures:
         raise SignatureMissing()
     if not _ID.fullmatch(msg_id):
-        raise MalformedRequest(f"{id_name} must be 1-256 printable ASCII characters")
+        raise SignatureMalformed(f"{id_name} must be 1-256 printable ASCII characters")
     raw_ts = headers.get(ts_name)
     ts = timestamp.parse(raw_ts, ts_name)
     timestamp.check_window(ts, clock, tolerance)

@@ -15,8 +15,7 @@ import hmac
 import re
 from collections.abc import Mapping, Sequence
 
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMismatch, SignatureMissing
+from switchboard.verifiers import SignatureMalformed, SignatureMismatch, SignatureMissing
 
 _HEADER = re.compile(r"HMAC ([A-Za-z0-9+/]{43}=)")
 
@@ -52,7 +51,7 @@ def verify(body: bytes, headers: Mapping[str, str], tokens: Sequence[str]) -> No
 
     Raises:
         SignatureMissing: no ``Authorization`` header.
-        MalformedRequest: the header is not ``HMAC`` + a base64 SHA-256 digest.
+        SignatureMalformed: the header is not ``HMAC`` + a base64 SHA-256 digest.
         SignatureMismatch: no token matches.
     """
     header = headers.get("authorization")
@@ -60,7 +59,7 @@ def verify(body: bytes, headers: Mapping[str, str], tokens: Sequence[str]) -> No
         raise SignatureMissing()
     match = _HEADER.fullmatch(header.strip())
     if match is None:
-        raise MalformedRequest("Authorization must be 'HMAC ' followed by a base64 SHA-256 digest")
+        raise SignatureMalformed("Authorization must be 'HMAC ' followed by a base64 SHA-256 digest")
     given = base64.b64decode(match.group(1))
     ok = False
     for token in tokens:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 
 from switchboard.clock import Clock
-from switchboard.errors import MalformedRequest
-from switchboard.verifiers import SignatureMissing, TimestampOutOfWindow
+from switchboard.verifiers import SignatureMalformed, SignatureMissing, TimestampOutOfWindow
 
 DEFAULT_TOLERANCE_SECONDS = 300
 _DIGITS = re.compile(r"[0-9]{1,12}")
@@ -29,13 +28,13 @@ def parse(value: str | None, header: str) -> int:
 
     Raises:
         SignatureMissing: absent or empty (nothing to verify against).
-        MalformedRequest: anything other than 1-12 ASCII digits.
+        SignatureMalformed: anything other than 1-12 ASCII digits.
     """
     if value is None or value == "":
         raise SignatureMissing()
     # re.ASCII is implied by the explicit class; fullmatch refuses padding and signs.
     if not _DIGITS.fullmatch(value):
-        raise MalformedRequest(f"{header} must be Unix seconds in ASCII digits")
+        raise SignatureMalformed(f"{header} must be Unix seconds in ASCII digits")
     return int(value)
 
 

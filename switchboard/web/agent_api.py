@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 MAX_ARGUMENT_BYTES = 1024 * 1024
 HEARTBEAT_SECONDS = 15
 MAX_STREAMS_PER_AGENT = 8  # per process; a replaced stream of the same session does not count
+# On PostgreSQL a stream reads only ids below the oldest open transaction (feed.events.settled):
+# after a nudge it looks again every RECHECK_SECONDS for RECHECK_WINDOW_SECONDS, so an event
+# held back by another transaction still arrives within a fraction of a second of its end.
+RECHECK_SECONDS = 0.25
+RECHECK_WINDOW_SECONDS = 2.0
 
 
 async def _caller(request: Request) -> tuple[Hub, Caller]:
@@ -118,7 +123,7 @@ def _last_event_id(request: Request) -> int | None:
     raw = request.headers.get("last-event-id")
     if raw is None or not raw.strip():
         return None
-    if not raw.strip().isdigit() or len(raw.strip()) > 18:
+    if not raw.strip().isdigit() or len(raw.strip()) > 19 or int(raw.strip()) >= 2**63:
         raise InvalidArgument("Last-Event-ID must be an event id this stream sent")
     return int(raw.strip())
 
@@ -183,16 +188,29 @@ async def stream(request: Request) -> Response:
         try:
             # The first byte at once: the client knows it is attached, and to which session.
             yield ServerSentEvent(comment=f"attached session={session_id}")
+            beat_at = anyio.current_time() + HEARTBEAT_SECONDS
+            recheck_until = 0.0
             while not sub.closed:
-                try:
-                    with anyio.fail_after(HEARTBEAT_SECONDS):
-                        await sub.ready.wait()
-                except TimeoutError:
+                # The heartbeat is due every HEARTBEAT_SECONDS however busy the stream is: it keeps
+                # the session live for routing (sessions.LIVE_SECONDS) and proves the connection.
+                now = anyio.current_time()
+                wait = beat_at - now
+                if now < recheck_until:  # PostgreSQL: an event may wait for an older transaction
+                    wait = min(wait, RECHECK_SECONDS)
+                with anyio.move_on_after(max(wait, 0)):
+                    await sub.ready.wait()
+                if anyio.current_time() >= beat_at:
+                    beat_at = anyio.current_time() + HEARTBEAT_SECONDS
                     yield ServerSentEvent(comment="heartbeat")
                     if not await anyio.to_thread.run_sync(_touch, hub, session_id, stream_id):
                         return  # another stream (maybe in another process) holds the session now
+                    sub.ready.set()  # and read: a nudge may have been lost (DESIGN.md rule 1)
+                if sub.ready.is_set():
+                    sub.ready.clear()
+                    if not hub.db.is_sqlite:
+                        recheck_until = anyio.current_time() + RECHECK_WINDOW_SECONDS
+                elif anyio.current_time() >= recheck_until:
                     continue
-                sub.ready.clear()
                 if sub.closed:
                     return
                 rows = await anyio.to_thread.run_sync(_read, hub, caller.agent_id, session_id, position)

@@ -18,6 +18,7 @@ from a2wsgi import WSGIMiddleware
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -28,11 +29,14 @@ from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.errors import SwitchboardError
 from switchboard.hub import Hub
+from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.tools import bearer, resolve_caller
 from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.mcp_streams import McpStreamRules
+from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
+from switchboard.web.mcp_problems import MCPProblems
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 
@@ -71,7 +75,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
     hub = Hub(settings, clock=clock, role="serve")
     mcp_server = build_server(hub)
     session_manager = StreamableHTTPSessionManager(
-        app=mcp_server, security_settings=transport_security(settings.public_url)
+        app=mcp_server, security_settings=mcp_transport_security(transport_security(settings.public_url), settings)
     )
 
     @asynccontextmanager
@@ -93,7 +97,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     flask_app = create_flask_app(hub)
-    mcp_app = RequireAgent(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager), hub)
+    mcp_app = RequireAgent(MCPProblems(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager)), hub)
     routes: list[Any] = [
         Route("/hooks/{source_id}", receive, methods=["POST"]),
         Route("/hooks/{source_id}/", receive, methods=["POST"]),
@@ -110,7 +114,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/session/close", relay_api.close_session, methods=["POST"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    # Behind a reverse proxy: X-Forwarded-* only from SWITCHBOARD_TRUSTED_PROXIES (issue 12 #9).
+    middleware = [Middleware(RequestIdMiddleware)]
+    if settings.trusted_proxies:
+        middleware.append(Middleware(ForwardedHost, trusted=settings.trusted_proxies))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
     # The human stream reads the UI's signed session cookie with the Flask app's own serializer.

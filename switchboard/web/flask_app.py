@@ -31,6 +31,13 @@ def create_flask_app(hub: Hub) -> Flask:
 
     @app.get("/api/v1/health")
     def health() -> Any:
+        """Liveness: the process answers (and which database and job mode it runs).
+        ---
+        get:
+          summary: Liveness
+          responses:
+            200: {description: '{"status": "ok", "database": "sqlite|postgresql", "jobs": "inline|rq"}'}
+        """
         with hub.db.read() as s:
             s.execute(__import__("sqlalchemy").text("select 1"))
         return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
@@ -40,12 +47,14 @@ def create_flask_app(hub: Hub) -> Flask:
     from switchboard.web.rest_agent import bp as rest_agent
     from switchboard.web.rest_friends import bp as rest_friends
     from switchboard.web.rest_human import bp as rest_human
+    from switchboard.web.rest_ops import bp as rest_ops
     from switchboard.web.rest_todos import bp as rest_todos
 
     app.register_blueprint(rest_todos)
     app.register_blueprint(rest_agent)
     app.register_blueprint(rest_human)
     app.register_blueprint(rest_friends)
+    app.register_blueprint(rest_ops)
     from switchboard.web import ui
 
     ui.install(app)  # the web UI under /ui/ (sessions, CSRF)

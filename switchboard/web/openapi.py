@@ -2,7 +2,9 @@
 
 Generated with apispec from the marshmallow schemas (:mod:`switchboard.web.schemas`) and the
 operations in each Flask view's docstring (apispec-webframeworks' Flask plugin). The native
-async ``GET /api/v1/inbox/wait`` is not a Flask view, so its operation is written out here.
+async routes (receiver, ``/mcp``, agent tools and stream, ``inbox/wait``) and the views without
+an operation in their docstring are written out here; ``tests/web/test_openapi_coverage.py``
+walks the Flask url_map and the ASGI routes so no route is left out.
 """
 
 from __future__ import annotations
@@ -41,6 +43,89 @@ _INBOX_WAIT = {"get": {
 }}
 
 
+def _json(schema: str | None = None, description: str = "") -> dict[str, Any]:
+    body: dict[str, Any] = {"schema": {"$ref": f"#/components/schemas/{schema}"}} if schema else {"schema": {
+        "type": "object"}}
+    return {"description": description, "content": {"application/json": body}}
+
+
+def _problems(*codes: str) -> dict[str, Any]:
+    return {code: {"description": "", "content": {"application/problem+json": {
+        "schema": {"$ref": "#/components/schemas/Problem"}}}} for code in codes}
+
+
+def _op(summary: str, security: str | None, responses: dict[str, Any], description: str = "",
+        parameters: list[dict[str, Any]] | None = None, body: str | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if description:
+        op["description"] = description
+    if security:
+        op["security"] = [{security: []}]
+    if parameters:
+        op["parameters"] = parameters
+    if body:
+        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": (
+            {"$ref": f"#/components/schemas/{body}"} if body[0].isupper() else {"type": "object"})}}}
+    return op
+
+
+def _path(name: str, description: str = "") -> dict[str, Any]:
+    return {"in": "path", "name": name, "required": True, "schema": {"type": "string"}, "description": description}
+
+
+def _query(name: str, kind: str = "string") -> dict[str, Any]:
+    return {"in": "query", "name": name, "schema": {"type": kind}}
+
+
+# Routes that are not Flask views with an operation in their docstring: the native async routes
+# of the ASGI root, and views documented here (issue 14: the document covers every route; a test
+# walks the Flask url_map and the ASGI routes).
+_BY_HAND: dict[str, dict[str, Any]] = {
+    "/": {"get": _op("Service index", None, {"200": _json(description="service, version, links")})},
+    "/api/v1/openapi.json": {"get": _op("This OpenAPI document", None, {"200": _json()})},
+    "/hooks/{source_id}": {"post": _op(
+        "Webhook receiver (DESIGN.md §6.1)", None,
+        {"202": _json(description="accepted: {delivery_id, status: received}"),
+         "200": _json(description="duplicate {delivery_id, duplicate: true}, a handshake or a provider ack"),
+         **_problems("400", "401", "404", "405", "413", "503")},
+        description="Signed by the provider; the raw body is verified with the source's secret.",
+        parameters=[_path("source_id", "src_...")])},
+    "/mcp": {"post": _op("MCP Streamable HTTP (JSON-RPC)", "agent", {"200": _json(), **_problems("401")},
+                         description="MCP protocol endpoint; GET opens the server stream, DELETE ends a session."),
+             "get": _op("MCP server-sent stream", "agent", {"200": {"description": "text/event-stream"}}),
+             "delete": _op("End an MCP session", "agent", {"200": {"description": "session ended"}})},
+    "/api/v1/agent/tools": {"get": _op("The tool catalogue as JSON (used by the channel adapter)", "agent",
+                                       {"200": _json(description="{tools: [{name, description, inputSchema}]}"),
+                                        **_problems("401")})},
+    "/api/v1/agent/tools/{name}": {"post": _op(
+        "Call one tool with JSON arguments; the result carries the notifications trailer", "agent",
+        {"200": _json(description="the tool result {structuredContent, content, isError, notifications?}"),
+         **_problems("400", "401", "404")}, parameters=[_path("name", "tool name, e.g. todo_claim")], body="args")},
+    "/api/v1/agent/stream": {"get": _op(
+        "Server-sent wakes and verdicts for the calling agent (Last-Event-ID resumes)", "agent",
+        {"200": {"description": "text/event-stream"}, **_problems("401")})},
+    "/api/v1/human/todos": {
+        "get": _op("Todos of the projects the human owns", "human", {"200": _json("TodoPage"),
+                                                                      **_problems("400", "401", "404")},
+                   parameters=[_query("project"), _query("state"), _query("dead_letters"),
+                               _query("limit", "integer")]),
+        "post": _op("Add a todo: {project, title, queue?, assign? (agent name), priority?}", "human",
+                    {"201": _json("Todo"), **_problems("400", "401", "404")}, body="object")},
+    "/api/v1/human/todos/{todo_id}/{action}": {"post": _op(
+        "retry (a dead letter), cancel, or assign ({agent}) a todo", "human",
+        {"200": _json("Todo"), **_problems("400", "401", "404", "409")},
+        parameters=[_path("todo_id"), _path("action", "retry | cancel | assign")], body="object")},
+    "/api/v1/human/quarantine": {"get": _op(
+        "Quarantined deliveries of owned projects, with the sender to link and reason_now", "human",
+        {"200": _json(description="{deliveries: [...]}"), **_problems("401", "404")},
+        parameters=[_query("project")])},
+    "/api/v1/human/quarantine/{delivery_id}/{action}": {"post": _op(
+        "release ({as_self?}: processed again, once) or discard a quarantined delivery", "human",
+        {"200": _json(description="{id, status, todo_id?}"), **_problems("400", "401", "404", "409")},
+        parameters=[_path("delivery_id"), _path("action", "release | discard")], body="object")},
+}
+
+
 def build_spec(app: Flask) -> dict[str, Any]:
     """The OpenAPI document for ``app``'s REST views (as a JSON-ready dict)."""
     spec = APISpec(title="Switchboard", version=__version__, openapi_version="3.1.0",
@@ -49,11 +134,13 @@ def build_spec(app: Flask) -> dict[str, Any]:
                                         "Errors are RFC 9457 problem details with a code."})
     spec.components.security_scheme("agent", {"type": "http", "scheme": "bearer", "description": "sbk_ token"})
     spec.components.security_scheme("human", {"type": "http", "scheme": "bearer", "description": "sbh_ token"})
+    spec.components.security_scheme("metrics", {"type": "http", "scheme": "bearer",
+                                                "description": "SWITCHBOARD_METRICS_TOKEN"})
     for name in _SCHEMAS:
         spec.components.schema(name, schema=getattr(schemas, name))
     with app.test_request_context():
         for endpoint, view in sorted(app.view_functions.items()):
-            if endpoint.startswith(("rest_todos.", "rest_agent.")):
+            if "\n---" in (view.__doc__ or "").replace("    ", ""):  # views that document their operations
                 spec.path(view=view, app=app)
     doc = spec.to_dict()
     for operations in doc["paths"].values():
@@ -61,4 +148,8 @@ def build_spec(app: Flask) -> dict[str, Any]:
             for code, response in operation.get("responses", {}).items():
                 response.setdefault("description", HTTPStatus(int(code)).phrase)  # required by OpenAPI
     doc["paths"]["/api/v1/inbox/wait"] = _INBOX_WAIT  # not a Flask view: declared by hand
+    for path, operations in _BY_HAND.items():
+        doc["paths"].setdefault(path, {})
+        for method, operation in operations.items():
+            doc["paths"][path].setdefault(method, operation)
     return doc

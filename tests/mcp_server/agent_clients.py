@@ -46,6 +46,12 @@ class Agent:
         assert "notifications" not in result
         body = result["structuredContent"]
         assert set(body) == {"code", "message", "retryable"}, body
+        # Claude Code shows the model only the text of an error (anthropics/claude-code 86032):
+        # one line with the code, whether to retry and what to do (DESIGN.md §6.4).
+        [block] = result["content"]
+        retry = "yes" if body["retryable"] else "no"
+        assert block["text"].startswith(f"error {body['code']} (retryable: {retry}): "), block
+        assert "What to do: " in block["text"] and "\n" not in block["text"], block
         return body
 
 

@@ -228,6 +228,27 @@ def test_a_cancelled_request_gets_no_response(live: LiveApp) -> None:
         proc.wait()
 
 
+def test_a_refused_token_is_retried_and_reported_once_a_minute(live: LiveApp) -> None:
+    # Issue 10 item 3: one stderr line, then the wake pump stopped for good.
+    params = adapter_params("http://placeholder", "sbk_not-a-token")
+    env = {**(params.env or {}), "SWITCHBOARD_LOG_LEVEL": "DEBUG"}
+    proc = subprocess.Popen([params.command, "channel", "--url", live.url], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _initialize(proc)
+        assert proc.stderr is not None
+        retries, reported = 0, 0
+        while retries < 4:
+            line = proc.stderr.readline().decode()
+            assert line, "the adapter stopped retrying"
+            retries += "agent stream refused (401); retrying" in line
+            reported += "the hub refused the token" in line
+        assert reported == 1
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_adapter_exits_0_quietly_when_its_stdout_breaks_mid_call(live: LiveApp) -> None:
     # Issue 18 item 9: exit 1 with a BrokenPipe traceback when the parent died mid-call.
     params = adapter_params(live.url, live.world.token)

@@ -109,7 +109,7 @@ def test_re_rings_coalesce_into_one_wake_per_session_naming_count_and_oldest(hub
             row.rung_at, row.ring_count = T0 - timedelta(seconds=31), 1
     with hub.db.write() as s:
         wakes = due_rings(s, hub.clock)
-    assert len(wakes) == 1
+    assert len(wakes) == 1 and wakes.todos == 11  # eleven todos rung, one wake
     assert wakes[0].todo_id == ids[0] and wakes[0].waiting == 11
     assert wakes[0].content == (f"switchboard: 11 todos waiting; oldest todo {ids[0]} on reviews: todo 0 "
                                 f"(call todo_claim todo_id={ids[0]}, or todo_list for the rest)")

@@ -43,8 +43,10 @@ def test_gitlab_events() -> None:
     assert env.title == "Push to main in acme/api: 1 commit" and env.sender.external_id == "4"  # type: ignore[union-attr]
     bot = {**mr, "user": {"id": 5, "username": "project_12_bot_abc"}}
     assert gitlab.ADAPTER.parse(json.dumps(bot).encode(), H).sender.is_bot  # type: ignore[union-attr]
-    assert gitlab.ADAPTER.dedup_key({"idempotency-key": "k", "x-gitlab-event-uuid": "u"}, b"") == "k"
-    assert gitlab.ADAPTER.dedup_key({"x-gitlab-event-uuid": "u"}, b"") == "u"
+    # The event UUID is the event's identity (issue 12 #8); Idempotency-Key is per hook.
+    assert gitlab.ADAPTER.dedup_key({"idempotency-key": "k", "x-gitlab-event-uuid": "u"}, b"") == "event:u"
+    assert gitlab.ADAPTER.dedup_key({"idempotency-key": "k"}, b"") == "k"
+    assert gitlab.ADAPTER.dedup_key({"x-gitlab-event-uuid": "u"}, b"") == "event:u"
 
 
 @pytest.mark.parametrize("secret", ["", " padded", "whsec_short", "v1,whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
@@ -70,3 +72,13 @@ def test_identity_rules(provider: str, ws: str, uid: str) -> None:
 
     with pytest.raises(InvalidArgument):
         adapter_for(provider).validate_identity(ws, uid)
+
+
+def test_forgejo_event_headers_that_disagree_are_refused() -> None:
+    from switchboard.errors import MalformedRequest
+
+    body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}}).encode()
+    agree = {"x-forgejo-event": "issues", "x-gitea-event": "issues"}
+    assert gitea.FORGEJO.parse(body, agree).event == "issues"
+    with pytest.raises(MalformedRequest):
+        gitea.FORGEJO.parse(body, {"x-forgejo-event": "issues", "x-gitea-event": "push"})

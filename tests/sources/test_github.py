@@ -105,7 +105,7 @@ def test_event_and_delivery_headers_are_required_and_plain(headers: dict[str, st
 
 @pytest.mark.parametrize("body", [
     b'{"n": 1e999}', b'{"a": "\\ud800x"}', b'{"a": "x\\u0000"}', b'{"a": 1, "a": 2}', b"\xef\xbb\xbf{}",
-    '{"a": 1}'.encode("utf-16"), b'{"action": "open\\udfffed"}', b'{"action": "</channel>"}',
+    '{"a": 1}'.encode("utf-16"), b'{"action": "open\\udfffed"}',
 ])
 def test_json_that_cannot_be_stored_or_shown_is_malformed(body: bytes) -> None:
     with pytest.raises(MalformedPayload):

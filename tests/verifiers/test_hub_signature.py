@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from switchboard.errors import MalformedRequest, VerificationFailed
-from switchboard.verifiers import hub_signature
+from switchboard.errors import VerificationFailed
+from switchboard.verifiers import SignatureMalformed, hub_signature
 from tests.conftest import case_bytes
 
 SECRET = "It's a Secret to Everybody"
@@ -57,8 +57,8 @@ def test_missing_header_is_rejected() -> None:
     "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
     "sha256 = 757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
 ])
-def test_malformed_header_is_a_malformed_request(header: str) -> None:
-    with pytest.raises(MalformedRequest):
+def test_malformed_header_is_a_verification_failure(header: str) -> None:
+    with pytest.raises(SignatureMalformed):
         hub_signature.verify(BODY, header, [SECRET])
 
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from switchboard.clock import FixedClock
-from switchboard.errors import MalformedRequest, VerificationFailed
+from switchboard.errors import VerificationFailed
 from switchboard.verifiers import (
+    SignatureMalformed,
     SignatureMismatch,
     SignatureMissing,
     TimestampOutOfWindow,
@@ -26,7 +27,7 @@ from switchboard.verifiers import (
 )
 
 NOW = 1_700_000_000
-CLOCK = FixedClock(datetime.fromtimestamp(NOW, timezone.utc))
+CLOCK = FixedClock(datetime.fromtimestamp(NOW, UTC))
 BODY = b'{"name":"Jos\\u00e9","n":1}'
 # RFC 8032 section 7.1 TEST 1 key pair.
 SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
@@ -58,7 +59,7 @@ def test_gitea_and_forgejo_headers_verify_and_damage_fails() -> None:
         gitea_signature.verify(BODY, {"x-forgejo-signature": sig, "x-gitea-signature": "0" * 64}, ["s3cret"])
     with pytest.raises(SignatureMissing):
         gitea_signature.verify(BODY, {"x-hub-signature-256": "sha256=" + sig}, ["s3cret"])
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(SignatureMalformed):
         gitea_signature.verify(BODY, {"x-gitea-signature": "sha256=" + sig}, ["s3cret"])
 
 
@@ -101,7 +102,7 @@ def test_slack_stale_and_future_timestamps_fail(offset: int) -> None:
 @pytest.mark.parametrize("ts", [f"{NOW}.5", "1e9", f" {NOW}", f"{NOW}\n", "-1", "0x10", "１７００"])
 def test_slack_non_digit_timestamps_are_malformed(ts: str) -> None:
     headers = {"x-slack-request-timestamp": ts, "x-slack-signature": "v0=" + "0" * 64}
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(SignatureMalformed):
         slack_signature.verify(BODY, headers, [SLACK_SECRET], CLOCK)
 
 
@@ -117,7 +118,7 @@ def test_slack_damage_fails() -> None:
             slack_signature.verify(BODY, {k: v for k, v in headers.items() if k != missing}, [SLACK_SECRET], CLOCK)
     with pytest.raises(SignatureMissing):
         slack_signature.verify(BODY, {**headers, "x-slack-request-timestamp": ""}, [SLACK_SECRET], CLOCK)
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(SignatureMalformed):
         slack_signature.verify(BODY, {**headers, "x-slack-signature": "v1=" + "0" * 64}, [SLACK_SECRET], CLOCK)
     # The timestamp is part of the signed string: moving it breaks the signature.
     with pytest.raises(SignatureMismatch):
@@ -149,9 +150,9 @@ def test_discord_valid_and_damaged() -> None:
         discord_signature.verify(BODY, {"x-signature-timestamp": str(NOW)}, [PUBLIC_HEX])
     with pytest.raises(SignatureMissing):
         discord_signature.verify(BODY, {"x-signature-ed25519": headers["x-signature-ed25519"]}, [PUBLIC_HEX])
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(SignatureMalformed):
         discord_signature.verify(BODY, {**headers, "x-signature-ed25519": "zz" * 64}, [PUBLIC_HEX])
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(SignatureMalformed):
         discord_signature.verify(BODY, {**headers, "x-signature-timestamp": "1.5"}, [PUBLIC_HEX])
     # Rotation: an old key and the current one.
     other_public = Ed25519PrivateKey.from_private_bytes(OTHER_SEED).public_key().public_bytes_raw().hex()
@@ -184,7 +185,7 @@ def test_teams_hmac_valid_and_damaged() -> None:
     with pytest.raises(SignatureMissing):
         teams_hmac.verify(BODY, {}, [TEAMS_TOKEN])
     for bad in ("Bearer abc", "HMAC", "HMAC !!!", "HMAC " + "A" * 44):
-        with pytest.raises(MalformedRequest):
+        with pytest.raises(SignatureMalformed):
             teams_hmac.verify(BODY, {"authorization": bad}, [TEAMS_TOKEN])
 
 
@@ -214,7 +215,7 @@ def test_standard_webhooks_window(offset: int, ok: bool) -> None:
 @pytest.mark.parametrize("ts", [f"{NOW}.5", "1e9", f" {NOW}"])
 def test_standard_webhooks_timestamp_digits_only(ts: str) -> None:
     headers = {**_sw(BODY), "webhook-timestamp": ts}
-    with pytest.raises(MalformedRequest):
+    with pytest.raises(SignatureMalformed):
         standard_webhooks.verify(BODY, headers, [WHSEC], CLOCK)
     with pytest.raises(SignatureMissing):
         standard_webhooks.verify(BODY, {**headers, "webhook-timestamp": ""}, [WHSEC], CLOCK)
@@ -242,7 +243,7 @@ def test_standard_webhooks_damage_and_rotation() -> None:
     with pytest.raises(SignatureMismatch):  # the id is signed
         standard_webhooks.verify(BODY, {**headers, "webhook-id": "msg_2"}, [WHSEC], CLOCK)
     for name in headers:
-        with pytest.raises((SignatureMissing, MalformedRequest)):
+        with pytest.raises((SignatureMissing, SignatureMalformed)):
             standard_webhooks.verify(BODY, {k: v for k, v in headers.items() if k != name}, [WHSEC], CLOCK)
 
 

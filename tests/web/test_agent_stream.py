@@ -196,3 +196,55 @@ async def test_streams_per_agent_are_capped_with_429(live: LiveApp) -> None:
             assert again.resp.status_code == 200
             await again.line()
         done.set()
+
+
+async def test_three_sessions_across_two_agents_are_all_woken(live: LiveApp) -> None:
+    # Issue 18 item 1: with wakes for two agents interleaved, one agent's second session got 0 of 6.
+    from switchboard import directory
+    from switchboard.notify.wakes import ring
+    from switchboard.queue import todos
+
+    other_token = add_agent(live, "claude2", "alice", {"acme": "work"})
+    with live.hub.db.read() as s:
+        agents = {"claude1": live.world.agent_id, "claude2": directory.agent_by_name(s, "claude2").id}
+        project_id = directory.project_by_name(s, "acme").id
+
+    def wake_one(agent: str) -> None:
+        with live.hub.db.write() as s:
+            todo, _ = todos.create(s, live.hub.clock, project_id=project_id, queue="reviews", kind="manual",
+                                   title=f"for {agent}", payload=None)
+            todo.assigned_agent_id = agents[agent]
+            wake = ring(s, live.hub.clock, todo)
+        live.hub.broker.publish_wake(wake)
+
+    async with open_stream(live, session="ses_1a") as a, open_stream(live, session="ses_1b") as b, \
+            open_stream(live, token=other_token, session="ses_2a") as c:
+        for stream in (a, b, c):
+            await stream.line()
+        for _ in range(6):
+            for agent in ("claude1", "claude2"):
+                await anyio.to_thread.run_sync(wake_one, agent)
+        got = {"a": [await a.event() for _ in range(3)], "b": [await b.event() for _ in range(3)],
+               "c": [await c.event() for _ in range(6)]}
+    assert all(e["data"]["content"].endswith(")") and "for claude1" in e["data"]["content"] for e in got["a"] + got["b"])
+    assert all("for claude2" in e["data"]["content"] for e in got["c"])
+
+
+async def test_a_busy_stream_keeps_its_session_live(live: LiveApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the two-server test: under a constant flow of events the heartbeat never came,
+    # the session went stale after 45 s, and later wakes were routed nowhere.
+    from switchboard.web import agent_api
+
+    monkeypatch.setattr(agent_api, "HEARTBEAT_SECONDS", 0.3)
+    async with open_stream(live) as stream:
+        await stream.line()
+        with live.hub.db.read() as s:
+            first_seen = sessions.live_sessions(s, live.hub.clock, live.world.agent_id)[0].seen_at
+        deadline = anyio.current_time() + 1.5
+        while anyio.current_time() < deadline:  # an event every 50 ms: the stream is never idle
+            emit(live, "ses_test", "busy")
+            await stream.event()
+            await anyio.sleep(0.05)
+        with live.hub.db.read() as s:
+            [row] = sessions.live_sessions(s, live.hub.clock, live.world.agent_id)
+        assert (row.seen_at - first_seen).total_seconds() >= 0.9

@@ -75,11 +75,12 @@ def test_missing_signature_is_401(live: LiveApp) -> None:
     assert _count(live, Delivery) == 0
 
 
-def test_unparseable_signature_header_is_400(live: LiveApp) -> None:
+def test_unparseable_signature_header_is_401_with_the_generic_message(live: LiveApp) -> None:
     headers = github_headers(ISSUE, live.world.secret)
     headers["X-Hub-Signature-256"] = "sha256=not-hex"
     resp = live.post_hook(ISSUE, headers)
-    assert resp.status_code == 400 and resp.json()["code"] == "malformed_request"
+    assert resp.status_code == 401 and resp.json()["code"] == "signature_invalid"
+    assert resp.json()["detail"] == "the delivery could not be verified"
     assert _count(live, Delivery) == 0
 
 
@@ -96,9 +97,17 @@ def test_other_methods_on_a_hook_are_405(live: LiveApp) -> None:
         assert resp.headers["content-type"].startswith("application/problem+json")
 
 
-def test_a_repeated_signature_header_is_400(live: LiveApp) -> None:
+def test_a_repeated_signature_header_is_401(live: LiveApp) -> None:
     good = github_headers(ISSUE, live.world.secret)
     raw = [(k, v) for k, v in good.items()] + [("X-Hub-Signature-256", "sha256=" + "0" * 64)]
+    resp = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=ISSUE, headers=raw)
+    assert resp.status_code == 401 and resp.json()["code"] == "signature_invalid"
+    assert _count(live, Delivery) == 0
+
+
+def test_a_repeated_delivery_header_is_400(live: LiveApp) -> None:
+    good = github_headers(ISSUE, live.world.secret)
+    raw = [(k, v) for k, v in good.items()] + [("X-GitHub-Delivery", "another")]
     resp = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=ISSUE, headers=raw)
     assert resp.status_code == 400 and resp.json()["code"] == "malformed_request"
     assert _count(live, Delivery) == 0

@@ -2,8 +2,8 @@
 
 Sources of owned projects: create one (with the provider's setup steps on the page), copy its
 URL, rotate its secret with an overlap, see recent deliveries with their verdicts and how many
-requests were refused (bad signature, counted by this process since it started: refused
-requests are never stored, DESIGN.md §5). Agents of the signed-in human: vend a token (shown
+requests were refused, by reason (:mod:`switchboard.refusals`, the tallies ``source show``
+prints: refused requests are never stored, DESIGN.md §5). Agents of the signed-in human: vend a token (shown
 once, with a ``.mcp.json`` snippet carrying the real URL), revoke tokens, see grants and the
 the live adapter sessions (every
 process: sessions are rows refreshed by the stream's heartbeat). Secrets and tokens are rendered into the response of the
@@ -18,7 +18,7 @@ from typing import Any
 from flask import flash, g, redirect, render_template, request, url_for
 from sqlalchemy import func, select
 
-from switchboard import directory
+from switchboard import directory, refusals
 from switchboard.errors import NotFound
 from switchboard.models import Agent, Delivery, Grant, Source, SourceSecret, Token
 from switchboard.sources import PROVIDERS, adapter_for
@@ -83,7 +83,7 @@ def _sources_view(s: Any) -> list[dict[str, Any]]:
             "id": src.id, "provider": src.provider, "project": g.projects.get(src.project_id), "queue": src.queue,
             "enabled": src.enabled, "url": _url(src.id),
             "secrets": [{"created_at": c, "expires_at": e, "valid": e is None or e > now} for c, e in secrets],
-            "counts": counts, "refused": hub().counters.get(f"deliveries_unverified:{src.id}", 0),
+            "counts": counts, "refused": refusals.for_source(s, src.id),
             "recent": [{"id": d.id, "status": d.status, "event": d.event, "received_at": d.received_at,
                         "reason": d.quarantine_reason or d.error_code} for d in recent],
         })

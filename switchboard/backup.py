@@ -1,0 +1,71 @@
+"""``switchboard backup PATH``: a consistent copy of the ledger while the hub serves (issue 14).
+
+SQLite: the online backup API (https://www.sqlite.org/backup.html, Python's
+``sqlite3.Connection.backup``) copies the database page by page under read transactions, so
+``serve`` keeps writing meanwhile and the copy is one consistent snapshot (WAL content
+included). The copy is written beside PATH and renamed into place, so PATH is either complete
+or absent. PostgreSQL: ``pg_dump`` is the tool; the command is printed, nothing is copied.
+
+The vault key ring is never in the copy: the sealed bodies and secret values in it open only
+with ``<home>/vault.keys`` (or ``SWITCHBOARD_VAULT_KEYS``), which must be kept separately.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from switchboard.config import Settings
+from switchboard.errors import Conflict, InvalidArgument
+
+
+class UsePgDump(InvalidArgument):
+    """PostgreSQL is backed up with pg_dump."""
+
+    code = "use_pg_dump"
+
+
+def pg_dump_command(settings: Settings, path: Path) -> str:
+    """The ``pg_dump`` command for ``settings.database_url`` (password left out: use PGPASSWORD)."""
+    parts = urlsplit(settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1))
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", "@")
+    url = parts._replace(netloc=netloc).geturl()
+    return f"pg_dump --format=custom --file '{path}' '{url}'"
+
+
+def backup(settings: Settings, path: Path) -> dict[str, object]:
+    """Copy the SQLite ledger to ``path``.
+
+    Returns:
+        ``{path, bytes, pages}``.
+
+    Raises:
+        UsePgDump: the ledger is PostgreSQL (the message holds the command).
+        Conflict: ``path`` exists.
+        InvalidArgument: ``path``'s folder does not exist.
+    """
+    path = Path(path).expanduser().absolute()
+    if not settings.is_sqlite:
+        raise UsePgDump(f"back up PostgreSQL with pg_dump: {pg_dump_command(settings, path)}")
+    if path.exists():
+        raise Conflict(f"{path} exists; give a new file name")
+    if not path.parent.is_dir():
+        raise InvalidArgument(f"{path.parent} is not a folder")
+    source = Path(settings.database_url.split("///", 1)[1])
+    partial = path.with_name(path.name + ".partial")
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=30)
+    dst = sqlite3.connect(partial)
+    try:
+        src.backup(dst, pages=1024)  # steps of 1024 pages: the writer is never held for long
+        pages = dst.execute("pragma page_count").fetchone()[0]
+        dst.execute("pragma journal_mode=DELETE")  # a single self-contained file
+    finally:
+        dst.close()
+        src.close()
+    os.chmod(partial, 0o600)
+    os.replace(partial, path)
+    return {"path": str(path), "bytes": path.stat().st_size, "pages": pages}

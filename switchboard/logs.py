@@ -1,0 +1,83 @@
+"""Logging set-up: text or JSON lines on stderr, with the request id of the request being served.
+
+``SWITCHBOARD_LOG_FORMAT=json`` gives one JSON object per line (python-json-logger), with
+``time``, ``level``, ``logger``, ``message`` and ``request_id`` when the line was written while
+serving a request. :class:`RequestIdMiddleware` takes the caller's ``X-Request-ID`` when it is
+a sane token (a proxy's id keeps one id across hops), else makes one, and returns it on the
+response; the id lives in a context variable, which ``anyio`` worker threads and the Flask
+mount (``a2wsgi`` copies the context) inherit. Log lines never carry bodies, signatures or
+tokens (DESIGN.md §5): the receiver logs a source id and an error code, nothing else.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import secrets
+import sys
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("switchboard_request_id", default=None)
+_SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+def configure(level: str, fmt: str = "text") -> None:
+    """Send logs to stderr as text or JSON lines (idempotent; replaces root handlers).
+
+    Args:
+        level: ``DEBUG`` … ``CRITICAL``.
+        fmt: ``text`` or ``json`` (``SWITCHBOARD_LOG_FORMAT``).
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_RequestIdFilter())
+    if fmt == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+            datefmt="%Y-%m-%dT%H:%M:%S%z"))
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+class RequestIdMiddleware:
+    """ASGI middleware: one request id per HTTP request, in the context and ``X-Request-ID``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"x-request-id"), "")
+        rid = given if _SANE_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
+        token = request_id.set(rid)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers: list[Any] = [h for h in message.get("headers", []) if h[0].lower() != b"x-request-id"]
+                headers.append((b"x-request-id", rid.encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id.reset(token)

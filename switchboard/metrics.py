@@ -1,0 +1,208 @@
+"""Prometheus metrics (``GET /metrics``), behind small functions the hot path calls in one line.
+
+Two kinds of figures:
+
+- **Events** counted where they happen, with ``prometheus-client``: deliveries by provider and
+  outcome, processing time, delivery → wake time, vault fetches. In one process they live in
+  the default registry. Several processes on one host (``serve`` plus ``switchboard worker``
+  processes, or several ``serve``) share them through ``PROMETHEUS_MULTIPROC_DIR``: every
+  process writes its samples to files there and ``/metrics`` sums them (the client's
+  multi-process mode, https://prometheus.github.io/client_python/multiprocess/). Processes on
+  other hosts are scraped on their own, or share the folder on a volume.
+- **State** read from the database at scrape time (todos by state, claims, dead letters,
+  waiting inbox items), so every process answers the same whatever did the work; attached
+  agent sessions are this process's own.
+
+Names follow https://prometheus.io/docs/practices/naming/: ``switchboard_`` prefix, ``_total``
+for counters, ``_seconds`` for durations.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
+
+OUTCOMES = ("accepted", "duplicate", "unverified", "too_large", "malformed", "quarantined", "rejected")
+"""Delivery outcomes counted by ``switchboard_deliveries_total`` (issue 14)."""
+
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # Sample files are named by process; containers sharing the folder on a volume all have
+    # small pids (often 1), so the host name goes into the name too.
+    import socket
+
+    from prometheus_client import values as _values
+
+    _HOST = socket.gethostname().replace("_", "-")[:60]
+    _values.ValueClass = _values.MultiProcessValue(process_identifier=lambda: f"{_HOST}-{os.getpid()}")
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+DELIVERIES = Counter("switchboard_deliveries_total", "Webhook deliveries by provider and outcome.",
+                     ["provider", "outcome"])
+PROCESSING_SECONDS = Histogram("switchboard_processing_seconds",
+                               "Time to process one stored delivery into todos and feed events.",
+                               buckets=_LATENCY_BUCKETS)
+WAKE_LATENCY_SECONDS = Histogram("switchboard_delivery_to_wake_seconds",
+                                 "Time from receiving a delivery to publishing the wake for its todo.",
+                                 buckets=_LATENCY_BUCKETS)
+VAULT_FETCHES = Counter("switchboard_vault_fetches_total", "secret_fetch calls that returned a value.")
+
+_providers: dict[str, str] = {}  # source id -> provider, for refusals (which know only the id)
+_HTTP_REFUSALS = {401: "unverified", 413: "too_large", 400: "malformed"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def delivery_outcome(provider: str, outcome: str) -> None:
+    """Count one delivery with ``outcome`` (one of :data:`OUTCOMES`)."""
+    DELIVERIES.labels(provider=provider, outcome=outcome).inc()
+
+
+def delivery_accepted(source: Any, duplicate: bool = False) -> None:
+    """Count an accepted (stored) or duplicate delivery for ``source`` (a ``Source`` row)."""
+    _providers[source.id] = source.provider
+    delivery_outcome(source.provider, "duplicate" if duplicate else "accepted")
+
+
+def delivery_refused(hub: Hub, source_id: str, status: int, reason: str) -> None:
+    """Count a refused delivery (401, 413, 400) and remember it for ``source show``.
+
+    Refused deliveries are not stored (DESIGN.md §5), so this is all that is left of them: a
+    counter per provider and outcome, and a per-source tally flushed to the database by the
+    maintenance pass (:mod:`switchboard.refusals`). Unknown sources (404) are not counted.
+
+    Args:
+        hub: the process hub (its refusal tally).
+        source_id: the URL's source id.
+        status: the HTTP status answered.
+        reason: the error code answered (``signature_invalid``, ``payload_too_large``, ...).
+    """
+    outcome = _HTTP_REFUSALS.get(status)
+    if outcome is None and reason != "source_unconfigured":
+        return  # 404 unknown source, 503 database down: not a refusal by a source
+    provider = _providers.get(source_id)
+    if provider is None:
+        from switchboard.models import Source
+
+        try:
+            with hub.db.read() as s:
+                row = s.get(Source, source_id)
+        except Exception:  # noqa: BLE001 - counting must never turn a 4xx into a 5xx
+            return
+        if row is None:
+            return
+        if len(_providers) > 100_000:
+            _providers.clear()
+        provider = _providers[source_id] = row.provider
+    if outcome is not None:
+        delivery_outcome(provider, outcome)
+    hub.refusals.note(source_id, reason, hub.clock.now())
+
+
+def timed_processing(fn: F) -> F:
+    """Decorate the processing job: observe its duration in ``switchboard_processing_seconds``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            PROCESSING_SECONDS.observe(time.perf_counter() - start)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def wake_published(received_at: datetime, now: datetime) -> None:
+    """Observe delivery → wake time (``received_at`` and ``now`` are aware UTC datetimes)."""
+    if received_at.tzinfo is None:
+        received_at = received_at.replace(tzinfo=UTC)
+    WAKE_LATENCY_SECONDS.observe(max(0.0, (now - received_at).total_seconds()))
+
+
+def vault_fetched() -> None:
+    """Count one successful ``secret_fetch``."""
+    VAULT_FETCHES.inc()
+
+
+class StateCollector(Collector):
+    """Gauges read from the database at scrape time, plus this process's attached sessions."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        from sqlalchemy import func, select
+
+        from switchboard.models import InboxItem, Todo
+
+        with self.hub.db.read() as s:
+            by_state = dict(s.execute(select(Todo.state, func.count()).group_by(Todo.state)).all())
+            dead = s.execute(select(func.count()).select_from(Todo).where(
+                Todo.state == "failed", Todo.next_retry_at.is_(None))).scalar_one()  # type: ignore[union-attr]
+            waiting = s.execute(select(func.count()).select_from(InboxItem).where(
+                InboxItem.status == "open")).scalar_one()
+        todos = GaugeMetricFamily("switchboard_todos", "Todos by state.", labels=["state"])
+        for state in ("pending", "claimed", "done", "failed", "cancelled"):
+            todos.add_metric([state], int(by_state.get(state, 0)))
+        yield todos
+        yield GaugeMetricFamily("switchboard_claims", "Todos claimed now (open leases).",
+                                value=int(by_state.get("claimed", 0)))
+        yield GaugeMetricFamily("switchboard_dead_letters", "Dead-lettered todos (failed, no retry due).",
+                                value=int(dead))
+        yield GaugeMetricFamily("switchboard_inbox_waiting", "Inbox items waiting on a human.", value=int(waiting))
+        yield GaugeMetricFamily("switchboard_attached_sessions",
+                                "Agent sessions attached to this process's /api/v1/agent/stream.",
+                                value=self.hub.streams.count())
+
+
+def render(hub: Hub) -> tuple[bytes, str]:
+    """The exposition text for ``/metrics``.
+
+    Returns:
+        ``(body, content type)``.
+    """
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        for metric in (DELIVERIES, PROCESSING_SECONDS, WAKE_LATENCY_SECONDS, VAULT_FETCHES):
+            registry.register(_Forward(metric))
+    registry.register(StateCollector(hub))
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+class _Forward(Collector):
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterable[Any]:
+        return self.metric.collect()
+
+
+def token_ok(expected: str | None, authorization: str | None) -> bool:
+    """Whether ``authorization`` carries the metrics bearer token (constant-time; DESIGN.md §5).
+
+    Args:
+        expected: ``SWITCHBOARD_METRICS_TOKEN``, or ``None`` for an open endpoint.
+        authorization: the request's ``Authorization`` header.
+    """
+    if not expected:
+        return True
+    scheme, _, value = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), expected.encode())
+

@@ -1,0 +1,119 @@
+"""The cheap at-head check every CLI command runs (issue 14, item 9).
+
+A full ``alembic upgrade head`` builds Alembic's script directory and an engine (about a
+second). Only ``init``, ``serve``, ``worker`` and ``migrate`` upgrade; every other command
+calls :func:`require_at_head`, which reads the head revision from the migration files with a
+regular expression and the database's ``alembic_version`` with the bare driver (``sqlite3`` or
+psycopg): a few milliseconds (``bench/cli_start.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from functools import lru_cache
+from pathlib import Path
+
+from switchboard.config import Settings
+from switchboard.errors import SwitchboardError
+
+_REVISION = re.compile(r"^revision\s*(?::\s*str\s*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+_DOWN = re.compile(r"^down_revision\s*(?::[^=]+)?=\s*(.+)$", re.MULTILINE)
+
+
+class NoInstance(SwitchboardError):
+    """No Switchboard instance here: run `switchboard init` first (or set SWITCHBOARD_HOME)."""
+
+    code = "no_instance"
+    status = 409
+
+
+class MigrationNeeded(SwitchboardError):
+    """The database schema is behind this version: run `switchboard migrate`."""
+
+    code = "migration_needed"
+    status = 409
+
+
+@lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest revision in ``migrations/versions`` (the one no other revision follows)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (_migrations_dir() / "versions").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        found = _REVISION.search(text)
+        if not found:
+            continue
+        revisions.add(found.group(1))
+        down = _DOWN.search(text)
+        if down:
+            parents.update(re.findall(r"['\"]([^'\"]+)['\"]", down.group(1)))
+    heads = sorted(revisions - parents)
+    if len(heads) != 1:
+        raise RuntimeError(f"migrations have {len(heads)} heads: {heads}")
+    return heads[0]
+
+
+def _migrations_dir() -> Path:
+    """``migrations/`` beside the package (as :func:`switchboard.db.migrations_dir`, without
+    importing SQLAlchemy: this module must stay cheap to import)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "migrations", here / "_migrations"):
+        if (candidate / "env.py").exists():
+            return candidate
+    raise FileNotFoundError("migrations/ not found next to the switchboard package")
+
+
+def current_revision(settings: Settings) -> str | None:
+    """The database's revision, or ``None`` when no instance exists (no file, no table).
+
+    Raises:
+        DependencyUnavailable: PostgreSQL cannot be reached.
+    """
+    if settings.is_sqlite:
+        path = Path(settings.database_url.split("///", 1)[1])
+        if not path.exists():
+            return None
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        try:
+            return _version(conn.execute, sqlite3.OperationalError)
+        finally:
+            conn.close()
+    import psycopg
+
+    from switchboard.errors import DependencyUnavailable
+
+    url = settings.database_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            return _version(conn.execute, psycopg.errors.UndefinedTable)
+    except psycopg.OperationalError as exc:
+        raise DependencyUnavailable(f"the database failed: {str(exc).strip().splitlines()[0][:200]}") from exc
+
+
+def _version(execute: object, missing_table: type[Exception]) -> str | None:
+    try:
+        row = execute("select version_num from alembic_version").fetchone()  # type: ignore[operator]
+    except missing_table:
+        return None
+    return row[0] if row else None
+
+
+def require_at_head(settings: Settings) -> None:
+    """Stop unless an instance exists at the current schema.
+
+    Raises:
+        NoInstance: no database file (SQLite) or no ``alembic_version`` (PostgreSQL).
+        MigrationNeeded: the schema is behind (or ahead of) this version's migrations.
+    """
+    current = current_revision(settings)
+    if current is None:
+        where = (f"SWITCHBOARD_HOME={settings.home}" if settings.is_sqlite
+                 else "SWITCHBOARD_DATABASE_URL (no schema there)")
+        raise NoInstance(f"no Switchboard instance at {where}: run `switchboard init` first, "
+                         "or set SWITCHBOARD_HOME to the instance folder")
+    head = head_revision()
+    if current != head:
+        raise MigrationNeeded(f"the database is at revision {current}, this version needs {head}: "
+                              "run `switchboard migrate` (serve and worker also migrate at start)")

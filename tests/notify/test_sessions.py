@@ -1,0 +1,87 @@
+"""Agent-stream events on the ledger (DESIGN.md §6.5a; issue 10 item 3): a stream's position
+never passes an event committed late behind it, on SQLite and on PostgreSQL (where ids are
+allocated before commit: the issue 18.6 class), so ``Last-Event-ID`` resumes with no gap."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from switchboard import directory
+from switchboard.config import Settings
+from switchboard.db import upgrade
+from switchboard.hub import Hub
+from switchboard.notify import sessions
+from tests.services import fresh_postgres_database
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
+    if request.param == "sqlite":
+        settings = Settings(home=tmp_path)
+    else:
+        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+    upgrade(settings)
+    h = Hub(settings, role="cli")
+    yield h
+    h.close()
+
+
+def _agent(hub: Hub) -> str:
+    with hub.db.write() as s:
+        directory.add_human(s, "alice")
+        return directory.add_agent(s, "a1", "alice").id
+
+
+def _read_ids(hub: Hub, agent_id: str, after: int) -> list[int]:
+    with hub.db.read() as s:
+        return [int(e.id or 0) for e in sessions.read_after(s, agent_id, "ses_a", after, limit=10_000)]
+
+
+def test_an_event_committed_late_is_not_passed_by_a_reader(hub: Hub) -> None:
+    agent_id = _agent(hub)
+    if hub.db.is_sqlite:
+        pytest.skip("SQLite has one writer: ids are allocated in commit order")
+    early = hub.db.write()
+    s_early = early.__enter__()
+    try:
+        sessions.emit(s_early, hub.clock, agent_id, "ses_a", "wake", {"content": "early"})
+        with hub.db.write() as s:
+            sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {"content": "late"})
+        assert _read_ids(hub, agent_id, 0) == []  # the committed one waits behind the open one
+    finally:
+        early.__exit__(None, None, None)
+    ids = _read_ids(hub, agent_id, 0)
+    assert len(ids) == 2 and ids == sorted(ids)
+
+
+def test_concurrent_writers_with_delayed_commits_skip_nothing(hub: Hub) -> None:
+    agent_id = _agent(hub)
+    writers, per_writer = 6, 25
+    done = threading.Event()
+    rng = random.Random(7)
+    delays = [[rng.uniform(0, 0.02) for _ in range(per_writer)] for _ in range(writers)]
+
+    def write(n: int) -> None:
+        for delay in delays[n]:
+            with hub.db.write() as s:
+                sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {"content": "x"})
+                done.wait(delay)  # hold the transaction open a little: commits come out of order
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for t in threads:
+        t.start()
+    position, seen = 0, []
+    while any(t.is_alive() for t in threads):
+        new = _read_ids(hub, agent_id, position)
+        if new:
+            seen += new
+            position = new[-1]
+    for t in threads:
+        t.join()
+    seen += _read_ids(hub, agent_id, position)
+    assert len(seen) == writers * per_writer and len(set(seen)) == len(seen) and seen == sorted(seen)

@@ -1,0 +1,326 @@
+"""Operations from the CLI (issue 14): no-instance and at-head checks, migrate, source show with
+refusal counts, prune, delivery replay, backup, and the newcomer fixes (todo assignment in text,
+quarantine list after linking, token help, serve printing the real URLs)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from switchboard.schema import head_revision
+from tests.conftest import (
+    CASES,
+    GITHUB_SENDER_ID,
+    LiveApp,
+    cli,
+    cli_env,
+    free_port,
+    github_headers,
+    start_serve,
+    stop,
+    switchboard_exe,
+    wait_for,
+)
+
+ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``switchboard <args>`` in text mode."""
+    return subprocess.run([switchboard_exe(), *args], env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def fails(env: dict[str, str], *args: str, code: int = 2) -> dict[str, str]:
+    proc = subprocess.run([switchboard_exe(), *args, "--json"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)["error"]
+
+
+def _issue(number: int = 1, sender: str = GITHUB_SENDER_ID) -> bytes:
+    data = json.loads(json.dumps(ISSUE))
+    data["issue"]["number"] = number
+    data["sender"]["id"] = int(sender)
+    return json.dumps(data).encode()
+
+
+def _db(live: LiveApp) -> Path:
+    return Path(live.hub.settings.database_url.split("///", 1)[1])
+
+
+def _sql(db: Path, sql: str, *params: object) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    env = cli_env(tmp_path / "inst")
+    cli(env, "init")
+    cli(env, "human", "add", "alice")
+    cli(env, "project", "add", "acme", "--owner", "alice")
+    return env
+
+
+# --- no instance, at-head check, migrate ---------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [("todo", "list"), ("human", "add", "bob"), ("source", "list"), ("prune",),
+                                  ("delivery", "replay", "dlv_x"), ("backup", "copy.db"), ("quarantine", "list")])
+def test_commands_other_than_init_fail_where_no_instance_exists(tmp_path: Path, args: tuple[str, ...]) -> None:
+    env = cli_env(tmp_path / "instance")
+    proc = subprocess.run([switchboard_exe(), *args], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error no_instance: ")
+    assert "`switchboard init`" in proc.stderr and "SWITCHBOARD_HOME" in proc.stderr
+    assert "no todos" not in proc.stdout
+    assert not (tmp_path / "instance").exists() and not (tmp_path / "copy.db").exists()
+
+
+def test_a_schema_behind_needs_migrate_and_migrate_brings_it_to_head(env: dict[str, str]) -> None:
+    db = Path(env["SWITCHBOARD_HOME"]) / "switchboard.db"
+    _sql(db, "update alembic_version set version_num = '0005'")
+    err = fails(env, "todo", "list")
+    assert err["code"] == "migration_needed" and "switchboard migrate" in err["message"]
+    assert head_revision() in err["message"]
+    _sql(db, "update alembic_version set version_num = ?", head_revision())
+    out = cli(env, "migrate")
+    assert out == {"before": head_revision(), "revision": head_revision()}
+    assert cli(env, "todo", "list") == {"todos": []}
+
+
+# --- source show -------------------------------------------------------------------------------------
+
+def test_source_show_counts_refusals_by_reason_without_bodies_or_signatures(tmp_path: Path,
+                                                                           env: dict[str, str]) -> None:
+    cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", GITHUB_SENDER_ID)
+    src = cli(env, "source", "add", "--project", "acme", "--provider", "github")
+    port = free_port()
+    server = start_serve({**env, "SWITCHBOARD_MAX_BODY_BYTES": "2048"}, port, tmp_path / "serve.log")
+    try:
+        hook = f"{server.url}/hooks/{src['id']}"
+        body = _issue()[:1500] if len(_issue()) > 2048 else _issue()
+        forged = "sha256=" + "ab" * 32
+        for _ in range(3):
+            resp = httpx2.post(hook, content=b'{"secret-body": 1}', timeout=10,
+                               headers={**github_headers(b"{}", src["secret"]), "X-Hub-Signature-256": forged})
+            assert resp.status_code == 401
+        big = b'{"pad": "' + b"y" * 4000 + b'"}'
+        assert httpx2.post(hook, content=big, headers=github_headers(big, src["secret"]),
+                           timeout=10).status_code == 413
+        del body
+
+        def counted() -> dict | None:
+            shown = cli(env, "source", "show", src["id"])
+            return shown if sum(r["count"] for r in shown["refused"]) == 4 else None
+
+        shown = wait_for(counted, timeout=20, interval=0.5)  # serve flushes its tally every pass (2 s)
+    finally:
+        stop(server.proc)
+    by_reason = {r["reason"]: r for r in shown["refused"]}
+    assert by_reason["signature_invalid"]["count"] == 3 and len(by_reason["signature_invalid"]["last_at"]) == 3
+    assert by_reason["payload_too_large"]["count"] == 1
+    for stamp in by_reason["signature_invalid"]["last_at"]:
+        assert datetime.now(UTC) - datetime.fromisoformat(stamp) < timedelta(minutes=5)
+    text = run(env, "source", "show", src["id"]).stdout
+    assert "signature_invalid: 3 (last " in text and "payload_too_large: 1" in text
+    for leak in (forged, "secret-body", "yyyy", src["secret"]):
+        assert leak not in text and leak not in json.dumps(shown)
+    assert fails(env, "source", "show", "src_nope")["code"] == "not_found"
+
+
+# --- prune and retention -----------------------------------------------------------------------------
+
+def test_prune_drops_old_bodies_and_rows_and_dedup_holds_for_retained_rows(live: LiveApp) -> None:
+    env = cli_env(live.world.settings.home)
+    bodies = {n: _issue(number=n) for n in (1, 2, 3)}
+    headers = {n: github_headers(b, live.world.secret, delivery=f"guid-{n}") for n, b in bodies.items()}
+    ids = {n: live.post_hook(bodies[n], headers[n]).json()["delivery_id"] for n in bodies}
+    db = _db(live)
+    wait_for(lambda: _sql(db, "select count(*) from deliveries where status = 'processed'")[0][0] == 3)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    _sql(db, "update deliveries set received_at = ? where id = ?", (now - timedelta(days=10)).isoformat(" "), ids[2])
+    _sql(db, "update deliveries set received_at = ? where id = ?", (now - timedelta(days=100)).isoformat(" "), ids[3])
+    todo3 = _sql(db, "select todo_id from deliveries where id = ?", ids[3])[0][0]
+    _sql(db, "update feed_events set created_at = ? where subject_id = ?", (now - timedelta(days=100)).isoformat(" "),
+         todo3)
+    old_events = _sql(db, "select count(*) from feed_events where subject_id = ?", todo3)[0][0]
+    assert old_events == 1  # todo.created
+
+    dry = cli(env, "prune", "--dry-run")
+    assert (dry["raw_bodies"], dry["deliveries"], dry["feed_events"], dry["dry_run"]) == (2, 1, old_events, True)
+    assert _sql(db, "select count(*) from deliveries")[0][0] == 3
+    text = run(env, "prune").stdout
+    assert text.startswith("dropped 2 raw bodies (before ") and f"1 deliveries and {old_events} feed events" in text
+    assert _sql(db, "select id from deliveries order by id") == sorted([(ids[1],), (ids[2],)])
+    assert _sql(db, "select raw_body is null from deliveries where id = ?", ids[2]) == [(1,)]
+    assert _sql(db, "select raw_body is null from deliveries where id = ?", ids[1]) == [(0,)]
+    assert _sql(db, "select count(*) from feed_events where subject_id = ?", todo3) == [(0,)]
+    assert _sql(db, "select count(*) from todos where id = ?", todo3) == [(1,)]  # todos are not pruned
+    assert cli(env, "prune")["raw_bodies"] == 0  # nothing left to do
+
+    # Dedup holds for retained rows, body or not; past the retention a redelivery is new.
+    again = live.post_hook(bodies[2], headers[2])
+    assert again.status_code == 200 and again.json() == {"delivery_id": ids[2], "duplicate": True}
+    assert live.post_hook(bodies[1], headers[1]).json()["duplicate"] is True
+    assert live.post_hook(bodies[3], headers[3]).status_code == 202
+
+
+def test_the_maintenance_pass_drops_raw_bodies_on_schedule(tmp_path: Path) -> None:
+    from switchboard.config import Settings
+    from tests.conftest import configure, serve_in_thread
+
+    settings = Settings(home=tmp_path / "instance", raw_body_days=0, reap_interval_seconds=0.1)
+    world = configure(settings)
+    for url, hub in serve_in_thread(settings):
+        hub.retention.interval_seconds = 0.0  # every pass, instead of hourly
+        body = _issue()
+        resp = httpx2.post(f"{url}/hooks/{world.source_id}", content=body,
+                           headers=github_headers(body, world.secret), timeout=10)
+        delivery_id = resp.json()["delivery_id"]
+        db = Path(settings.database_url.split("///", 1)[1])
+        wait_for(lambda db=db, delivery_id=delivery_id: _sql(
+            db, "select status, raw_body is null from deliveries where id = ?", delivery_id) == [("processed", 1)],
+            timeout=20)
+
+
+# --- replay --------------------------------------------------------------------------------------------
+
+def test_replay_processes_a_failed_delivery_once_and_refuses_what_it_cannot(live: LiveApp) -> None:
+    env = cli_env(live.world.settings.home)
+    db = _db(live)
+    body = _issue(number=7)
+    delivery_id = live.post_hook(body, github_headers(body, live.world.secret)).json()["delivery_id"]
+    wait_for(lambda: _sql(db, "select status from deliveries where id = ?", delivery_id) == [("processed",)])
+    # As if processing had crashed five times before the todo was made.
+    _sql(db, "delete from todos where delivery_id = ?", delivery_id)
+    _sql(db, "update deliveries set status = 'failed', error_code = 'processing_failed', todo_id = null, "
+             "process_failures = 5 where id = ?", delivery_id)
+
+    first = cli(env, "delivery", "replay", delivery_id)
+    assert first["status"] == "processed" and first["todo_created"] is True
+    todo_id = first["todo_id"]
+    assert _sql(db, "select count(*) from todos where delivery_id = ?", delivery_id) == [(1,)]
+    text = run(env, "delivery", "replay", delivery_id).stdout.strip()
+    assert text == f"delivery {delivery_id}: processed, todo {todo_id} (existing)"
+    assert _sql(db, "select count(*) from todos where delivery_id = ?", delivery_id) == [(1,)]
+    assert _sql(db, "select count(*) from feed_events where kind = 'todo.created' and subject_id = ?",
+                todo_id) == [(1,)]
+
+    stranger = _issue(number=8, sender="424242")
+    held = live.post_hook(stranger, github_headers(stranger, live.world.secret)).json()["delivery_id"]
+    wait_for(lambda: _sql(db, "select status from deliveries where id = ?", held) == [("quarantined",)])
+    assert "quarantine release" in fails(env, "delivery", "replay", held)["message"]
+    _sql(db, "update deliveries set status = 'rejected', raw_body = null where id = ?", held)
+    err = fails(env, "delivery", "replay", held)
+    assert err["code"] == "conflict" and "no stored body" in err["message"]
+    assert fails(env, "delivery", "replay", "dlv_unknown")["code"] == "not_found"
+
+
+# --- backup --------------------------------------------------------------------------------------------
+
+def test_backup_copies_a_consistent_database_while_serving(live: LiveApp, tmp_path: Path) -> None:
+    env = cli_env(live.world.settings.home)
+    stop_posting = threading.Event()
+    posted: list[int] = []
+
+    def post() -> None:
+        n = 100
+        while not stop_posting.is_set():
+            body = _issue(number=n)
+            if live.post_hook(body, github_headers(body, live.world.secret)).status_code == 202:
+                posted.append(n)
+            n += 1
+
+    poster = threading.Thread(target=post, daemon=True)
+    poster.start()
+    wait_for(lambda: len(posted) >= 3, timeout=30)
+    target = tmp_path / "backup.db"
+    try:
+        out = cli(env, "backup", str(target))
+    finally:
+        stop_posting.set()
+        poster.join(timeout=30)
+    assert out["path"] == str(target) and out["bytes"] == target.stat().st_size
+    assert out["vault_keys"].endswith("vault.keys")
+    assert oct(target.stat().st_mode & 0o777) == "0o600"
+    with sqlite3.connect(target) as conn:
+        assert conn.execute("pragma integrity_check").fetchone() == ("ok",)
+        copied = conn.execute("select count(*) from deliveries").fetchone()[0]
+        assert conn.execute("select version_num from alembic_version").fetchone() == (head_revision(),)
+    assert 3 <= copied <= len(posted)
+    assert fails(env, "backup", str(target))["code"] == "conflict"  # never overwrites
+
+
+def test_backup_of_postgresql_prints_the_pg_dump_command(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "inst", SWITCHBOARD_DATABASE_URL="postgresql://sb:s3cret-pw@db.internal:5432/switchboard")
+    err = fails(env, "backup", str(tmp_path / "x.dump"))
+    assert err["code"] == "use_pg_dump"
+    assert f"pg_dump --format=custom --file '{tmp_path / 'x.dump'}' 'postgresql://sb@db.internal:5432/switchboard'" \
+        in err["message"]
+    assert "s3cret-pw" not in err["message"]
+
+
+# --- newcomer fixes -------------------------------------------------------------------------------------
+
+def test_todo_assignment_shows_in_add_list_and_show(env: dict[str, str]) -> None:
+    cli(env, "agent", "add", "claude1", "--human", "alice")
+    cli(env, "grant", "claude1", "acme", "--role", "work")
+    added = run(env, "todo", "add", "--project", "acme", "--title", "Review the notes", "--assign", "claude1")
+    assert added.returncode == 0
+    first, second = added.stdout.strip().splitlines()
+    todo_id = first.split()[1]
+    assert first == f"todo {todo_id} on default: Review the notes"
+    assert second == "assigned to claude1: only it may claim it, and it is woken"
+    assert f"{todo_id} [pending] default: Review the notes (assigned to claude1)" in run(env, "todo", "list").stdout
+    assert "assigned to: claude1" in run(env, "todo", "show", todo_id).stdout
+    assert cli(env, "todo", "show", todo_id)["assigned_agent"] == "claude1"
+    unassigned = run(env, "todo", "add", "--project", "acme", "--title", "Anyone").stdout
+    assert "assigned" not in unassigned
+
+
+def test_quarantine_list_says_when_the_sender_is_linked_now(live: LiveApp) -> None:
+    env = cli_env(live.world.settings.home)
+    body = _issue(number=9, sender="5550001")
+    held = live.post_hook(body, github_headers(body, live.world.secret)).json()["delivery_id"]
+    wait_for(lambda: cli(env, "quarantine", "list")["deliveries"])
+    before = run(env, "quarantine", "list").stdout
+    assert f"{held}  unknown_sender  " in before
+    cli(env, "human", "add", "bob")
+    cli(env, "identity", "link", "--human", "bob", "--provider", "github", "--external-id", "5550001")
+    untrusted = run(env, "quarantine", "list").stdout
+    assert f"{held}  unknown_sender (now untrusted_sender)  " in untrusted
+    cli(env, "project", "owner", "acme", "bob")
+    listed = cli(env, "quarantine", "list")["deliveries"][0]
+    assert listed["reason"] == "unknown_sender" and listed["reason_now"] is None
+    assert "(sender now linked and trusted: release it)" in run(env, "quarantine", "list").stdout
+    assert cli(env, "quarantine", "release", held)["status"] == "processed"
+
+
+def test_token_group_help_names_agent_and_human_tokens() -> None:
+    out = subprocess.run([switchboard_exe(), "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
+    line = next(x for x in out.splitlines() if x.strip().startswith("token "))
+    assert "agent" in line.lower() and "human" in line.lower()
+
+
+def test_serve_prints_each_source_url_at_the_address_it_serves(tmp_path: Path, env: dict[str, str]) -> None:
+    src = cli(env, "source", "add", "--project", "acme", "--provider", "github")
+    assert src["url"].startswith("http://127.0.0.1:8080/hooks/")  # before serve knows its port
+    port = free_port()
+    server = start_serve({**env, "SWITCHBOARD_PUBLIC_URL": "https://hooks.example.com"}, port,
+                         tmp_path / "serve.log")
+    try:
+        log = server.log()
+        local = f"http://127.0.0.1:{port}/hooks/{src['id']}"
+        assert local in log and f"(public: https://hooks.example.com/hooks/{src['id']})" in log
+        body = _issue()
+        resp = httpx2.post(local, content=body, headers=github_headers(body, src["secret"]), timeout=10)
+        assert resp.status_code == 202
+    finally:
+        stop(server.proc)

@@ -1,0 +1,56 @@
+"""``SWITCHBOARD_LOG_FORMAT=json`` (issue 14): JSON lines on stderr carrying the request id."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+
+from tests.conftest import cli, cli_env, free_port, github_headers, start_serve, stop, wait_for
+
+
+def test_json_logs_carry_the_request_id_and_never_the_signature(tmp_path: Path) -> None:
+    port = free_port()
+    env = cli_env(tmp_path / "instance", SWITCHBOARD_LOG_FORMAT="json", SWITCHBOARD_LOG_LEVEL="INFO",
+                  SWITCHBOARD_PORT=str(port))
+    cli(env, "init")
+    cli(env, "project", "add", "acme")
+    src = cli(env, "source", "add", "--project", "acme", "--provider", "github")
+    server = start_serve(env, port, tmp_path / "serve.log")
+    try:
+        forged = "sha256=" + "cd" * 32
+        resp = httpx2.post(f"{server.url}/hooks/{src['id']}", content=b'{"body-text": 1}', timeout=10,
+                           headers={**github_headers(b"{}", src["secret"]), "X-Hub-Signature-256": forged,
+                                    "X-Request-ID": "edge-42"})
+        assert resp.status_code == 401 and resp.headers["x-request-id"] == "edge-42"
+
+        def refused_line() -> dict | None:
+            for line in server.log().splitlines():
+                if line.startswith("{"):
+                    record = json.loads(line)
+                    if record["message"].startswith("delivery refused"):
+                        return record
+            return None
+
+        record = wait_for(refused_line, timeout=20)
+    finally:
+        stop(server.proc)
+    assert record["request_id"] == "edge-42" and record["level"] == "INFO"
+    assert record["logger"] == "switchboard.web.receiver" and record["time"]
+    log = server.log()
+    json_lines = [json.loads(line) for line in log.splitlines() if line.strip()]  # every line is JSON
+    assert any(r["logger"].startswith("uvicorn") for r in json_lines)  # the server's own lines too
+    assert any(r["logger"] == "switchboard.serve" and src["id"] in r["message"] for r in json_lines)
+    for leak in (forged, "cd" * 32, "body-text", src["secret"]):
+        assert leak not in log
+
+
+def test_an_unknown_log_format_stops_start_up(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.conftest import switchboard_exe
+
+    env = cli_env(tmp_path / "instance", SWITCHBOARD_LOG_FORMAT="yaml")
+    proc = subprocess.run([switchboard_exe(), "serve"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "SWITCHBOARD_LOG_FORMAT must be one of text, json" in proc.stderr

@@ -1,0 +1,96 @@
+"""Retention (issue 14) on SQLite and PostgreSQL: which bodies and rows :func:`prune` drops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from switchboard.clock import FixedClock
+from switchboard.config import Settings
+from switchboard.feed import events as feed
+from switchboard.hub import Hub
+from switchboard.models import Delivery, FeedEvent
+from switchboard.retention import RetentionSchedule, prune
+from tests.conftest import World, configure
+from tests.services import fresh_postgres_database
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Hub, World]]:
+    if request.param == "sqlite":
+        settings = Settings(home=tmp_path)
+    else:
+        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+    world = configure(settings)
+    hub = Hub(settings, clock=FixedClock(NOW), role="cli")
+    try:
+        yield hub, world
+    finally:
+        hub.close()
+
+
+def _delivery(hub: Hub, world: World, key: str, status: str, age_days: float) -> str:
+    with hub.db.write() as s:
+        d = Delivery(source_id=world.source_id, project_id=world.project_id, dedup_key=key, status=status,
+                     raw_body=b'{"x": 1}', body_bytes=8, received_at=NOW - timedelta(days=age_days))
+        s.add(d)
+        s.flush()
+        return d.id
+
+
+def test_prune_drops_settled_bodies_after_7_days_and_rows_after_90(setup: tuple[Hub, World]) -> None:
+    hub, world = setup
+    fresh = _delivery(hub, world, "k-fresh", "processed", 1)
+    week = _delivery(hub, world, "k-week", "processed", 8)
+    rejected_old = _delivery(hub, world, "k-rej", "failed", 30)
+    held = _delivery(hub, world, "k-held", "quarantined", 20)  # keeps its body for a release
+    waiting = _delivery(hub, world, "k-wait", "received", 100)  # never dropped unprocessed
+    ancient = _delivery(hub, world, "k-old", "processed", 91)
+    with hub.db.write() as s:
+        old_event = feed.append(s, FixedClock(NOW - timedelta(days=95)), world.project_id, "delivery.received", "old")
+        new_event = feed.append(s, FixedClock(NOW - timedelta(days=2)), world.project_id, "delivery.received", "new")
+        old_id, new_id = old_event.id, new_event.id
+
+    dry = prune(hub, dry_run=True)
+    assert (dry.raw_bodies, dry.deliveries, dry.feed_events) == (3, 1, 1)
+    assert dry.body_cutoff == NOW - timedelta(days=7) and dry.row_cutoff == NOW - timedelta(days=90)
+    done = prune(hub)
+    assert (done.raw_bodies, done.deliveries, done.feed_events, done.dry_run) == (3, 1, 1, False)
+    with hub.db.read() as s:
+        rows = {d.id: d for d in s.execute(select(Delivery)).scalars()}
+        events = set(s.execute(select(FeedEvent.id)).scalars())
+    assert set(rows) == {fresh, week, rejected_old, held, waiting}  # ancient is gone
+    assert ancient not in rows
+    assert rows[fresh].raw_body == b'{"x": 1}' and rows[held].raw_body is not None
+    assert rows[waiting].raw_body is not None
+    assert rows[week].raw_body is None and rows[rejected_old].raw_body is None
+    assert rows[week].dedup_key == "k-week"  # the dedup key stays with the retained row
+    assert old_id not in events and new_id in events
+    assert prune(hub).raw_bodies == 0
+
+
+def test_prune_goes_in_batches(setup: tuple[Hub, World], monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchboard import retention
+
+    hub, world = setup
+    monkeypatch.setattr(retention, "BATCH", 2)
+    for n in range(5):
+        _delivery(hub, world, f"k{n}", "processed", 100)
+    assert prune(hub).deliveries == 5
+    with hub.db.read() as s:
+        assert s.execute(select(Delivery)).first() is None
+
+
+def test_retention_schedule_runs_at_most_once_per_interval(setup: tuple[Hub, World]) -> None:
+    hub, world = setup
+    schedule = RetentionSchedule(interval_seconds=3600)
+    assert schedule.maybe_run(hub, 1000.0) is not None  # due at once
+    _delivery(hub, world, "late", "processed", 100)
+    assert schedule.maybe_run(hub, 1000.0 + 3599) is None
+    assert schedule.maybe_run(hub, 1000.0 + 3600).deliveries == 1
