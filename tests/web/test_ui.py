@@ -145,6 +145,8 @@ def test_a_human_sees_and_touches_only_their_own_projects(live: LiveApp) -> None
         (f"/ui/quarantine/{held}/discard", {}), (f"/ui/quarantine/{held}/link", {"human": "bob"}),
         (f"/ui/inbox/{item['id']}/decide", {"decision": "approve"}),
         (f"/ui/sources/{live.world.source_id}/rotate", {}), ("/ui/agents/claude1/tokens", {}),
+        (f"/ui/sources/{live.world.source_id}/todo-events", {"todo_events": "none"}),
+        ("/ui/agents/claude1/doorbell", {}),
         ("/ui/todos", {"project": "acme", "title": "sneaky"}),
         ("/ui/sources", {"project": "acme", "provider": "github"}),
     ]:
@@ -261,7 +263,14 @@ def test_sources_create_rotate_and_agents_vend_and_revoke(live: LiveApp) -> None
     assert post_form(client, "/ui/agents", f"/ui/agents/claude1/tokens/{token_id}/revoke").status_code == 404
     linked_issue(live)
     page = client.get("/ui/sources").text
-    assert "Recent deliveries" in page
+    assert "Recent deliveries" in page and 'value="default"' in page
+    src = live.world.source_id
+    assert post_form(client, "/ui/sources", f"/ui/sources/{src}/todo-events", {"todo_events": "issues.opened"}).status_code == 303
+    assert post_form(client, "/ui/sources", f"/ui/sources/{src}/todo-events", {"todo_events": "bad kind!"}).status_code == 400
+    from switchboard.models import Source
+
+    with live.hub.db.read() as s:
+        assert s.get(Source, src).todo_events == ["issues.opened"]
 
 
 @pytest.mark.parametrize("path", ["/ui/feed/rows?after=x", "/ui/feed/rows"])

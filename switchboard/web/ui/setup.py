@@ -82,6 +82,7 @@ def _sources_view(s: Any) -> list[dict[str, Any]]:
         out.append({
             "id": src.id, "provider": src.provider, "project": g.projects.get(src.project_id), "queue": src.queue,
             "enabled": src.enabled, "url": _url(src.id),
+            "todo_events": "default" if src.todo_events is None else (", ".join(src.todo_events) or "none"),
             "secrets": [{"created_at": c, "expires_at": e, "valid": e is None or e > now} for c, e in secrets],
             "counts": counts, "refused": refusals.for_source(s, src.id),
             "recent": [{"id": d.id, "status": d.status, "event": d.event, "received_at": d.received_at,
@@ -125,6 +126,17 @@ def source_rotate(source_id: str) -> Any:
     return render_template("ui/source_created.html", source_id=source_id, url=_url(source_id), provider=provider,
                            secret=value if secret is None else None, steps=SETUP_STEPS.get(provider, []),
                            rotated_until=hub().clock.now() + keep, page="sources")
+
+
+@bp.post("/sources/<source_id>/todo-events")
+def source_todo_events(source_id: str) -> Any:
+    """Which event kinds of the source become todos (``source set --todo-events``): comma-separated
+    kinds, ``default`` or ``none``."""
+    with write_session() as s:
+        _source(s, source_id)
+        directory.set_todo_events(s, source_id, request.form.get("todo_events") or "")
+    flash(f"Todo events of {source_id} set")
+    return redirect(url_for("ui.sources_page"), code=303)
 
 
 # --- agents -------------------------------------------------------------------------------------
