@@ -104,6 +104,11 @@ _BY_HAND: dict[str, dict[str, Any]] = {
     "/api/v1/agent/stream": {"get": _op(
         "Server-sent wakes and verdicts for the calling agent (Last-Event-ID resumes)", "agent",
         {"200": {"description": "text/event-stream"}, **_problems("401")})},
+    "/api/v1/stream": {"get": _op(
+        "Server-sent feed nudges for the projects the human owns (web session cookie or human token; "
+        "Last-Event-ID or ?since= resumes)", "human",
+        {"200": {"description": "text/event-stream"}, **_problems("400", "401")},
+        parameters=[_query("since", "integer")])},
     "/api/v1/human/todos": {
         "get": _op("Todos of the projects the human owns", "human", {"200": _json("TodoPage"),
                                                                       **_problems("400", "401", "404")},
