@@ -53,7 +53,9 @@ def main() -> None:
     parser.add_argument("--kb", type=int, default=50)
     args = parser.parse_args()
     body = payload_bytes(args.kb)
-    headers = {"x-github-event": "pull_request", "content-type": "application/json"}
+    # GitHub always sends its delivery GUID; the adapter requires it (it is the dedup key).
+    headers = {"x-github-event": "pull_request", "content-type": "application/json",
+               "x-github-delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
     adapter = adapter_for("github")
     envelope = adapter.parse(body, headers)
     first = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from switchboard.clock import Clock, SystemClock
 from switchboard.config import Settings
@@ -13,6 +14,9 @@ from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalB
 from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
 from switchboard.refusals import RefusalTally
 from switchboard.retention import RetentionSchedule, maintain
+
+if TYPE_CHECKING:
+    from switchboard.web.ingest import DeliveryWriter, SourceCache
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +59,33 @@ class Hub:
             )
         else:
             self.dispatcher = _NoDispatch()
+        self._source_cache: object | None = None
+        self._delivery_writer: object | None = None
         if role in ("serve", "worker"):
             # The intake rules take about a second to build; not on the first delivery's clock.
             from switchboard.intake.screening import warm_up
 
             threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True).start()
+
+    @property
+    def source_cache(self) -> SourceCache:
+        """The receiver's cache of sources and secrets (:mod:`switchboard.web.ingest`)."""
+        if self._source_cache is None:
+            from switchboard.web.ingest import SourceCache
+
+            self._source_cache = SourceCache(self)
+        return self._source_cache  # type: ignore[return-value]
+
+    @property
+    def delivery_writer(self) -> DeliveryWriter:
+        """The grouped delivery writer (started on the first delivery; ``serve`` only)."""
+        if self._delivery_writer is None:
+            with _worker_lock:
+                if self._delivery_writer is None:
+                    from switchboard.web.ingest import DeliveryWriter
+
+                    self._delivery_writer = DeliveryWriter(self, self.dispatcher.submit)
+        return self._delivery_writer  # type: ignore[return-value]
 
     def start_sweeper(self) -> None:
         """Start the maintenance thread: the delivery sweeper and the lease reaper.
@@ -182,6 +208,8 @@ class Hub:
     def close(self) -> None:
         """Stop background threads and close connections."""
         self._stop.set()
+        if self._delivery_writer is not None:
+            self._delivery_writer.close()  # type: ignore[attr-defined]
         _flush_refusals(self)
         self.dispatcher.close()
         self.broker.close()

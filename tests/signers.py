@@ -2,10 +2,17 @@
 
 Each ``*_request`` returns ``(body, headers)`` for a realistic payload; keys are fixed test
 values (the Ed25519 pair is RFC 8032 section 7.1 TEST 1).
+
+The signatures are computed here with ``hmac``, ``hashlib``, ``base64`` and ``cryptography``
+straight from each provider's documentation, never with the product's own ``sign()`` helpers:
+a bug shared by a signer and its verifier would otherwise pass every test (issue 17). The
+functions are checked against the providers' published vectors in
+``tests/verifiers/test_independent_signers.py``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -15,8 +22,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-from switchboard.verifiers import slack_signature, standard_webhooks, teams_hmac
 
 ED25519_SEED = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
 DISCORD_PUBLIC_KEY = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
@@ -39,6 +44,62 @@ SENDERS = {
     "mattermost": ("rdc9bgriktyx9p4kowh3dmgqyc", "rrqfmbcgzjfijkpebc9un5jmwe"), "telegram": ("", "1111111"),
     "standard_webhooks": ("", "<source>"),
 }
+
+
+def hub_sha256(body: bytes, secret: str | bytes) -> str:
+    """GitHub's ``X-Hub-Signature-256``: ``sha256=`` + hex HMAC-SHA256 of the raw body, key as UTF-8.
+
+    Source: https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
+    """
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def hub_sha1(body: bytes, secret: str | bytes) -> str:
+    """GitHub's legacy ``X-Hub-Signature``: ``sha1=`` + hex HMAC-SHA1 of the raw body."""
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return "sha1=" + hmac.new(key, body, hashlib.sha1).hexdigest()
+
+
+def slack_v0(body: bytes, ts: int | str, secret: str) -> str:
+    """Slack's ``X-Slack-Signature``: ``v0=`` + hex HMAC-SHA256 of ``v0:<ts>:<body>``, key as UTF-8.
+
+    Source: https://api.slack.com/authentication/verifying-requests-from-slack
+    """
+    base = b"v0:" + str(ts).encode("ascii") + b":" + body
+    return "v0=" + hmac.new(secret.encode("utf-8"), base, hashlib.sha256).hexdigest()
+
+
+def standard_webhooks_v1(msg_id: str, ts: int | str, body: bytes, secret: str) -> str:
+    """A Standard Webhooks ``v1,<base64>`` entry: HMAC-SHA256 of ``<id>.<ts>.<body>`` keyed with
+    the base64-decoded part of ``whsec_<base64>``.
+
+    Source: https://github.com/standard-webhooks/standard-webhooks/blob/main/spec/standard-webhooks.md
+    """
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    content = f"{msg_id}.{ts}.".encode("ascii") + body
+    return "v1," + base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode("ascii")
+
+
+def standard_webhooks_v1a(msg_id: str, ts: int | str, body: bytes, seed: bytes) -> str:
+    """A Standard Webhooks ``v1a,<base64>`` entry: Ed25519 over ``<id>.<ts>.<body>``."""
+    content = f"{msg_id}.{ts}.".encode("ascii") + body
+    return "v1a," + base64.b64encode(Ed25519PrivateKey.from_private_bytes(seed).sign(content)).decode("ascii")
+
+
+def teams_hmac(body: bytes, token: str) -> str:
+    """Teams' ``Authorization: HMAC <base64 HMAC-SHA256 of the body>``, keyed with the
+    base64-decoded security token.
+
+    Source: https://learn.microsoft.com/en-us/microsoftteams/platform/webhooks-and-connectors/how-to/add-outgoing-webhook
+    """
+    digest = hmac.new(base64.b64decode(token), body, hashlib.sha256).digest()
+    return "HMAC " + base64.b64encode(digest).decode("ascii")
+
+
+def discord_ed25519(body: bytes, ts: int | str, seed: bytes = ED25519_SEED) -> str:
+    """Discord's ``X-Signature-Ed25519``: hex Ed25519 over ``<timestamp><body>``."""
+    return Ed25519PrivateKey.from_private_bytes(seed).sign(str(ts).encode("ascii") + body).hex()
 
 
 def now() -> int:
@@ -95,7 +156,7 @@ def sign(provider: str, body: bytes, secret: str | None = None, *, ts: int | Non
     h = {"Content-Type": content_type}
     if provider == "github":
         h.update({"X-GitHub-Event": event or "issues", "X-GitHub-Delivery": str(uuid.uuid4()), "X-GitHub-Hook-ID": "1",
-                  "X-Hub-Signature-256": "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()})
+                  "X-Hub-Signature-256": hub_sha256(body, secret)})
     elif provider in ("gitea", "forgejo"):
         name = "Forgejo" if provider == "forgejo" else "Gitea"
         sig = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
@@ -109,23 +170,22 @@ def sign(provider: str, body: bytes, secret: str | None = None, *, ts: int | Non
         if secret.startswith("whsec_"):
             msg_id = h["Idempotency-Key"]
             h.update({"webhook-id": msg_id, "webhook-timestamp": str(ts),
-                      "webhook-signature": standard_webhooks.sign(msg_id, ts, body, secret)})
+                      "webhook-signature": standard_webhooks_v1(msg_id, ts, body, secret)})
         else:
             h["X-Gitlab-Token"] = secret
     elif provider == "slack":
-        h.update({"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": slack_signature.sign(body, ts, secret)})
+        h.update({"X-Slack-Request-Timestamp": str(ts), "X-Slack-Signature": slack_v0(body, ts, secret)})
     elif provider == "discord":
-        key = Ed25519PrivateKey.from_private_bytes(ED25519_SEED) if secret == DISCORD_PUBLIC_KEY else None
-        assert key is not None, "sign Discord requests with the RFC 8032 test key"
-        h.update({"X-Signature-Timestamp": str(ts), "X-Signature-Ed25519": key.sign(str(ts).encode() + body).hex()})
+        assert secret == DISCORD_PUBLIC_KEY, "sign Discord requests with the RFC 8032 test key"
+        h.update({"X-Signature-Timestamp": str(ts), "X-Signature-Ed25519": discord_ed25519(body, ts)})
     elif provider == "teams":
-        h["Authorization"] = teams_hmac.sign(body, secret)
+        h["Authorization"] = teams_hmac(body, secret)
     elif provider == "telegram":
         h["X-Telegram-Bot-Api-Secret-Token"] = secret
     elif provider == "standard_webhooks":
         msg_id = "msg_" + uuid.uuid4().hex
         h.update({"webhook-id": msg_id, "webhook-timestamp": str(ts),
-                  "webhook-signature": standard_webhooks.sign(msg_id, ts, body, secret)})
+                  "webhook-signature": standard_webhooks_v1(msg_id, ts, body, secret)})
     return h
 
 

@@ -1,7 +1,7 @@
 """agent sessions and durable agent stream events
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0007
 Create Date: 2026-12-01 01:40:00
 
 On PostgreSQL ``agent_events.id`` takes the commit-ordered ids of migration 0014
@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql
 import switchboard.models.base
 
 revision = '0010'
-down_revision = '0008'
+down_revision = '0007'
 branch_labels = None
 depends_on = None
 

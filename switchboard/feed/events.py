@@ -66,11 +66,12 @@ def record(session: Session, clock: Clock, project_id: str, kind: str, title: st
     """
     if kind not in KINDS:
         raise ValueError(f"unknown feed event kind {kind!r}")
-    session.execute(insert(FEED).values(project_id=project_id, kind=kind, title=title, subject_id=subject_id,
-                                        data=data, created_at=clock.now()))
+    session.connection().execute(_RECORD, {"project_id": project_id, "kind": kind, "title": title,
+                                           "subject_id": subject_id, "data": data, "created_at": clock.now()})
 
 
 FEED = FeedEvent.__table__  # type: ignore[attr-defined]
+_RECORD = insert(FEED)  # built once; compiled once per parameter shape
 
 #: PostgreSQL: the smallest feed position a transaction still running (or starting later) can
 #: write; migration 0014 makes every new id ``(transaction id << 16) | n``.

@@ -29,7 +29,7 @@ import re
 import secrets as _random
 import threading
 from functools import lru_cache
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,15 +167,25 @@ def warm_up() -> None:
 
 
 def _leaves(value: Any, path: tuple[Any, ...] = (), key: str = "") -> Iterator[tuple[tuple[Any, ...], str, str]]:
-    """Yield ``(path, nearest key, text)`` for every string leaf."""
+    """Yield ``(path, nearest key, text)`` for every string leaf, dict keys included.
+
+    A key is scanned as text (nearest key ``""``, so no key-name rule applies to it): a token
+    pasted as a map key is found like one in a value. Its path ends in :data:`_KEY_MARK`, which
+    no value path has, so a field-scoped finding never lands on it.
+    """
     if isinstance(value, str):
         yield path, key, value
     elif isinstance(value, dict):
         for k, item in value.items():
+            if isinstance(k, str):
+                yield (*path, k, _KEY_MARK), "", k
             yield from _leaves(item, (*path, k), str(k))
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _leaves(item, (*path, i), key)
+
+
+_KEY_MARK = object()  # ends the path of a dict key's own leaf
 
 
 @lru_cache(maxsize=4096)
@@ -286,11 +296,10 @@ def redact(payload: Any, found: list[Found] | None = None) -> Redaction:
                           or any(f.value == v and f.path is None for f in found)),
                          key=lambda r: -len(r.value))
 
+    replace_all = _replacer(global_refs)
+
     def text(s: str) -> str:
-        for ref in global_refs:
-            if ref.value in s:
-                s = s.replace(ref.value, ref.rendered)
-        return s
+        return replace_all(s) if replace_all is not None else s
 
     def walk(value: Any, path: tuple[Any, ...]) -> Any:
         if isinstance(value, str):
@@ -309,7 +318,19 @@ def scrub(text: str | None, refs: list[MintedRef]) -> str | None:
     """Belt and braces for rendered text: replace any value of ``refs`` still present, longest first."""
     if text is None:
         return None
-    for ref in sorted(refs, key=lambda r: -len(r.value)):
-        if len(ref.value) >= MIN_GLOBAL_LENGTH and ref.value in text:
-            text = text.replace(ref.value, ref.rendered)
-    return text
+    replace_all = _replacer(sorted((r for r in refs if len(r.value) >= MIN_GLOBAL_LENGTH), key=lambda r: -len(r.value)))
+    return replace_all(text) if replace_all is not None else text
+
+
+def _replacer(refs: list[MintedRef]) -> Callable[[str], str] | None:
+    """A function replacing every value of ``refs`` (longest first) in one pass, or ``None``.
+
+    One pass, and rendered refs already in the text are kept whole: a value such as
+    ``password`` also occurs in ``type=url_password``, and replacing value after value would
+    write a ref inside another.
+    """
+    if not refs:
+        return None
+    rendered = {r.value: r.rendered for r in refs}
+    pattern = re.compile(f"({_RENDERED.pattern})|" + "|".join(re.escape(r.value) for r in refs))
+    return lambda s: pattern.sub(lambda m: m.group(1) or rendered[m.group(0)], s)

@@ -25,7 +25,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from switchboard import __version__
 from switchboard.errors import Unauthenticated
-from switchboard.mcp_server.tools import TOOLS, bearer, call_tool_async, error_result, resolve_caller
+from switchboard.mcp_server.tools import (
+    SESSION_HEADER,
+    TOOLS,
+    bearer,
+    call_tool_async,
+    error_result,
+    resolve_caller,
+    session_of,
+)
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -101,6 +109,9 @@ def build_server(hub: Hub) -> Server[Any]:
             caller = await anyio.to_thread.run_sync(resolve_caller, hub, token)
         except Unauthenticated as exc:
             return to_call_tool_result(error_result(exc))
+        if request is not None:
+            caller = session_of(caller, token, mcp_session=request.headers.get("mcp-session-id"),
+                                header=request.headers.get(SESSION_HEADER))
         result = await call_tool_async(hub, caller, params.name, params.arguments)
         return to_call_tool_result(result)
 

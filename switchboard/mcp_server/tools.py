@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,6 +53,8 @@ class Caller:
     agent_id: str
     agent_name: str
     human_id: str
+    session_key: str | None = None
+    """The calling session, which a token-less lease is bound to (:func:`session_of`)."""
     session_id: str | None = None  # the channel adapter's session (X-Switchboard-Session), if any
 
 
@@ -165,7 +167,7 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
         return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
                             project=args.get("project"), queue=args.get("queue"),
                             lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
-                            is_postgres=not hub.db.is_sqlite)
+                            is_postgres=not hub.db.is_sqlite, session_key=caller.session_key)
 
 
 def _render_claim(r: dict[str, Any]) -> str:
@@ -183,7 +185,7 @@ def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, C
         with hub.db.write() as s:
             grants = directory.grants_of(s, caller.agent_id)
             return op(s, hub.clock, caller.agent_id, grants, todo_id=args["todo_id"],
-                      lease_token=args.get("lease_token"), **extra)
+                      lease_token=args.get("lease_token"), session_key=caller.session_key, **extra)
 
     return handler
 
@@ -599,6 +601,31 @@ def resolve_caller(hub: Hub, token: str | None) -> Caller:
     with hub.db.read() as s:
         agent = directory.authenticate(s, token)
         return Caller(agent.id, agent.name, agent.human_id)
+
+
+SESSION_HEADER = "x-switchboard-session"
+"""Sent by the channel adapter (one value per adapter process) and by REST callers that want
+their own session; a lease claimed without it is bound to the caller's token."""
+
+
+def session_of(caller: Caller, token: str | None, *, mcp_session: str | None = None,
+               header: str | None = None) -> Caller:
+    """``caller`` with its session key: the MCP session id on ``/mcp``, else the
+    ``X-Switchboard-Session`` header (adapter, REST), else a digest of the bearer token.
+
+    Keys are namespaced and cut to 80 characters; the token itself is never stored.
+    """
+    import hashlib
+
+    if mcp_session:
+        key = "mcp:" + mcp_session[:76]
+    elif header and header.strip():
+        key = "hdr:" + hashlib.sha256(header.strip().encode("utf-8", "replace")).hexdigest()[:40]
+    elif token:
+        key = "tok:" + hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:40]
+    else:
+        return caller
+    return replace(caller, session_key=key)
 
 
 def bearer(authorization: str | None) -> str | None:

@@ -20,6 +20,7 @@ from switchboard.models.relay import FriendRequest, Friendship, NotifyTarget
 from switchboard.models.secrets import SecretRef
 from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
+from switchboard.models.stamps import ChangeStamp
 from switchboard.models.web import LoginLink, WebSession
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
@@ -31,6 +32,7 @@ __all__ = [
     "AgentEvent",
     "AgentSession",
     "Attempt",
+    "ChangeStamp",
     "Delivery",
     "FeedEvent",
     "FriendRequest",

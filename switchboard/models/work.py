@@ -52,6 +52,9 @@ class Todo(SQLModel, table=True):
     max_attempts: int = Field(default=5)
     claimed_by: str | None = Field(default=None, max_length=40)
     lease_token: str | None = Field(default=None, max_length=64)
+    lease_session: str | None = Field(default=None, max_length=80)
+    """The session that claimed (MCP session, adapter session, or the REST caller's token digest):
+    lease operations without ``lease_token`` are accepted from it only (issue 18 item 5)."""
     lease_expires_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
     next_retry_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))
     rung_at: datetime | None = Field(default=None, sa_column=time_column(nullable=True))

@@ -26,8 +26,13 @@ class Dispatcher(Protocol):
         ...
 
 
+BATCH = 8
+"""Deliveries processed per write transaction at most (embedded mode)."""
+
+
 class InlineDispatcher:
-    """Embedded mode: one daemon thread processes deliveries in arrival order."""
+    """Embedded mode: one daemon thread processes deliveries in arrival order, taking every
+    waiting delivery (up to :data:`BATCH`, so the receiver's writer never waits long for the lock) into one write transaction (issue 11)."""
 
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
@@ -40,21 +45,43 @@ class InlineDispatcher:
         self._queue.put(delivery_id)
 
     def _run(self) -> None:
-        from switchboard.queue.jobs import process_delivery, record_failure
+        from switchboard.queue.jobs import process_batch
 
         while True:
-            delivery_id = self._queue.get()
-            if delivery_id is None:
+            first = self._queue.get()
+            if first is None:
                 return
-            try:
-                process_delivery(self.hub, delivery_id)
-            except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
-                log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
-                            type(exc).__name__)
+            batch = [first]
+            stop = False
+            while len(batch) < BATCH:
                 try:
-                    record_failure(self.hub, delivery_id, exc)
-                except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
-                    log.warning("could not record the failure of delivery %s", delivery_id)
+                    more = self._queue.get_nowait()
+                except stdqueue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            try:
+                process_batch(self.hub, batch)
+            except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
+                for delivery_id in batch:
+                    self._process_one(delivery_id)
+            if stop:
+                return
+
+    def _process_one(self, delivery_id: str) -> None:
+        from switchboard.queue.jobs import process_delivery, record_failure
+
+        try:
+            process_delivery(self.hub, delivery_id)
+        except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
+            log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
+                        type(exc).__name__)
+            try:
+                record_failure(self.hub, delivery_id, exc)
+            except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
+                log.warning("could not record the failure of delivery %s", delivery_id)
 
     def close(self) -> None:
         """Finish queued work, then stop the thread."""
@@ -63,7 +90,16 @@ class InlineDispatcher:
 
 
 class RqDispatcher:
-    """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries."""
+    """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries.
+
+    ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and
+    enqueues them with ``Queue.enqueue_many`` in one Redis pipeline (one round trip per batch
+    instead of about eight commands per job, issue 11), so neither the event loop nor the
+    delivery writer waits on Redis. rq stays the worker side unchanged. An id lost with the
+    process (or refused by Redis) is still ``received`` in the database: the sweeper re-sends it.
+    """
+
+    MAX_BATCH = 500
 
     def __init__(self, redis_url: str) -> None:
         import redis
@@ -71,18 +107,56 @@ class RqDispatcher:
 
         self._redis = redis.Redis.from_url(redis_url)
         self._queue = Queue(RQ_QUEUE, connection=self._redis)
+        self._ids: stdqueue.SimpleQueue[str | None] = stdqueue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="switchboard-rq-handoff", daemon=True)
+        self._thread.start()
 
     def submit(self, delivery_id: str) -> None:
-        """Enqueue ``rq_process_delivery``; a Redis error leaves the delivery to the sweeper."""
+        """Queue a delivery for the hand-off thread (no I/O)."""
+        self._ids.put(delivery_id)
+
+    def _run(self) -> None:
+        while True:
+            first = self._ids.get()
+            if first is None:
+                return
+            batch = [first]
+            stop = False
+            while len(batch) < self.MAX_BATCH:
+                try:
+                    more = self._ids.get_nowait()
+                except stdqueue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self.enqueue(batch)
+            if stop:
+                return
+
+    def enqueue(self, delivery_ids: list[str]) -> None:
+        """Enqueue ``rq_process_delivery`` for each id in one pipeline; errors leave them to the sweeper."""
         from rq import Retry
 
         try:
-            self._queue.enqueue("switchboard.queue.jobs.rq_process_delivery", delivery_id,
-                                retry=Retry(max=3, interval=[1, 5, 30]), job_timeout=300,
-                                failure_ttl=7 * 86400)
-        except Exception as exc:  # noqa: BLE001 - stored and acked already; the sweeper re-runs it
-            log.warning("could not enqueue delivery %s (%s); the sweeper will", delivery_id, type(exc).__name__)
+            datas = [_job_data(self._queue, delivery_id, Retry) for delivery_id in delivery_ids]
+            with self._redis.pipeline() as pipe:
+                self._queue.enqueue_many(datas, pipeline=pipe)
+                pipe.execute()
+        except Exception as exc:  # noqa: BLE001 - stored and acked already; the sweeper re-runs them
+            log.warning("could not enqueue %d deliveries (%s); the sweeper will", len(delivery_ids),
+                        type(exc).__name__)
 
     def close(self) -> None:
-        """Close the Redis connection."""
+        """Send what is queued, then close the Redis connection."""
+        self._ids.put(None)
+        self._thread.join(timeout=10)
         self._redis.close()
+
+
+def _job_data(queue: object, delivery_id: str, retry_cls: type) -> object:
+    """The rq ``EnqueueData`` for one delivery: retries 1 s, 5 s, 30 s; 300 s timeout; failures kept 7 days."""
+    return queue.prepare_data(  # type: ignore[attr-defined]
+        "switchboard.queue.jobs.rq_process_delivery", (delivery_id,), timeout=300,
+        failure_ttl=7 * 86400, retry=retry_cls(max=3, interval=[1, 5, 30]))

@@ -6,7 +6,11 @@ caller gets ``conflict``. On SQLite this runs under the one-writer lock; on Post
 candidate is picked with ``FOR UPDATE SKIP LOCKED``. The same tests run on both.
 
 Lease tokens fence stale holders: ``heartbeat``, ``complete``, ``fail`` and ``release`` with a
-token from an earlier claim are refused with ``conflict``. A lease never shrinks silently:
+token from an earlier claim are refused with ``conflict``. Without a token the lease is fenced
+by the session that claimed (``todos.lease_session``): another session's token-less call is
+refused with ``conflict`` ("lease lost"), so a late result from an expired lease never lands on
+a newer attempt (issue 18 item 5). With the system clock on PostgreSQL, lease times come from
+the database's clock (:func:`lease_now`). A lease never shrinks silently:
 a heartbeat extends it to ``max(current expiry, now + lease_seconds)``.
 
 Backoff after ``fail``: 30 s doubling, capped at 15 min; the todo is dead-lettered (``failed``
@@ -16,14 +20,14 @@ with ``next_retry_at`` null) once ``failure_count`` reaches ``max_attempts``.
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlmodel import Session
 
-from switchboard.clock import Clock
+from switchboard.clock import Clock, SystemClock
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo
@@ -51,6 +55,98 @@ def check_lease_seconds(value: Any) -> int:
     return value
 
 
+def lease_now(session: Session, clock: Clock) -> datetime:
+    """The time leases are measured by.
+
+    With the system clock on PostgreSQL this is the database's ``now()`` (the transaction's
+    start): several servers share the database and their wall clocks may drift, so one clock
+    decides when a lease expires (issue 18 item 5). Otherwise (SQLite, one host; or an injected
+    test clock) it is ``clock.now()``.
+    """
+    if isinstance(clock, SystemClock) and session.get_bind().dialect.name == "postgresql":
+        value = session.execute(_DB_NOW).scalar_one()
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return clock.now()
+
+
+_DB_NOW = select(func.now())
+
+
+_STATEMENTS: dict[tuple[Any, ...], Any] = {}
+"""Hot-path statements built once per shape (issue 11: building and cache-keying a statement on
+every call was a third of a claim's CPU); values travel as bind parameters."""
+
+
+def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool) -> Any:
+    """``UPDATE todos SET <claim> WHERE id = (:id | next pending) AND state = 'pending' ... RETURNING *``."""
+    key = ("claim", by_id, with_queue, is_postgres)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        agent = bindparam("b_agent")
+        if by_id:
+            target: Any = bindparam("b_id")
+        else:
+            pick = (
+                select(TODOS.c.id)
+                .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), TODOS.c.state == "pending")
+                .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
+                .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
+                .limit(1)
+            )
+            if with_queue:
+                pick = pick.where(TODOS.c.queue == bindparam("b_queue"))
+            if is_postgres:
+                pick = pick.with_for_update(skip_locked=True)
+            target = pick.scalar_subquery()
+        stmt = (
+            update(TODOS)
+            .where(TODOS.c.id == target, TODOS.c.state == "pending")
+            .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
+            .values(state="claimed", claimed_by=agent, lease_token=bindparam("b_token"),
+                    lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
+                    lease_session=bindparam("b_session", type_=TODOS.c.lease_session.type),
+                    attempt_count=TODOS.c.attempt_count + 1,
+                    updated_at=bindparam("b_now", type_=TODOS.c.updated_at.type))
+            .returning(*TODOS.c)
+        )
+        _STATEMENTS[key] = stmt
+    return stmt
+
+
+def _complete_statement(fence: str) -> Any:
+    """``UPDATE todos SET state = 'done' ... WHERE <held by the caller> AND <fence> RETURNING *``;
+    ``fence`` is ``token``, ``session`` or ``no_session``."""
+    key = ("complete", fence)
+    stmt = _STATEMENTS.get(key)
+    if stmt is None:
+        now = bindparam("b_now", type_=TODOS.c.updated_at.type)
+        stmt = (
+            update(TODOS)
+            .where(TODOS.c.id == bindparam("b_id"), TODOS.c.state == "claimed",
+                   TODOS.c.claimed_by == bindparam("b_agent"), TODOS.c.lease_expires_at > now,
+                   TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)))
+            .values(state="done", result=bindparam("b_result", type_=TODOS.c.result.type), lease_token=None,
+                    lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
+            .returning(*TODOS.c)
+        )
+        if fence == "token":
+            stmt = stmt.where(TODOS.c.lease_token == bindparam("b_token"))
+        elif fence == "session":
+            stmt = stmt.where(TODOS.c.lease_session == bindparam("b_session"))
+        else:
+            stmt = stmt.where(TODOS.c.lease_session.is_(None))
+        _STATEMENTS[key] = stmt
+    return stmt
+
+
+_INSERT_ATTEMPT = insert(ATTEMPTS)
+_END_ATTEMPT = (
+    update(ATTEMPTS)
+    .where(ATTEMPTS.c.todo_id == bindparam("b_todo"), ATTEMPTS.c.number == bindparam("b_number"))
+    .values(ended_at=bindparam("b_ended", type_=ATTEMPTS.c.ended_at.type), outcome=bindparam("b_outcome"))
+)
+
+
 def claim(
     session: Session,
     clock: Clock,
@@ -62,8 +158,20 @@ def claim(
     queue: str | None = None,
     lease_seconds: int = DEFAULT_LEASE_SECONDS,
     is_postgres: bool = False,
+    session_key: str | None = None,
+    project_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     """Claim a todo by id, or the next pending one (priority first, then oldest).
+
+    The next-in-queue claim is one statement, ``UPDATE todos ... WHERE id = (SELECT ... LIMIT 1
+    [FOR UPDATE SKIP LOCKED]) AND state = 'pending' RETURNING *`` (issue 11), then the attempt
+    and the feed event: three statements in all.
+
+    Args:
+        session_key: the claiming session (MCP session, adapter session, REST caller); the
+            lease is bound to it for operations without ``lease_token``.
+        project_ids: project ids already resolved against ``grants`` (work role) by the caller,
+            e.g. a claimer loop resolving once; ``project`` is then ignored.
 
     Returns:
         ``{todo, lease_token, lease_expires_at, attempt}``, or ``{"empty": True}``.
@@ -71,55 +179,47 @@ def claim(
     Raises:
         InvalidArgument: bad ``lease_seconds``. NotFound: unknown or unreadable todo.
         Forbidden: read-only grant, or the todo is assigned to another agent.
-        Conflict: the todo is not pending.
+        Conflict: the todo is not pending, or another session of this agent holds it.
     """
     check_lease_seconds(lease_seconds)
-    now = clock.now()
+    now = lease_now(session, clock)
     if todo_id is not None:
         todo = readable(grants, session.get(Todo, todo_id))
         require_work(grants, todo)
         if todo.state == "claimed" and todo.claimed_by == agent_id and _lease_live(todo, now):
+            if todo.lease_session not in (None, session_key):
+                raise Conflict("another session of this agent holds the todo's lease")
             return claim_view(session, todo)  # idempotent: a duplicate wake never causes double work
         if todo.assigned_agent_id not in (None, agent_id):
             raise Conflict("the todo is assigned to another agent")
-        candidate: str | None = todo.id
     else:
-        project_ids = resolve_projects(session, grants, project, need_work=True)
+        if project_ids is None:
+            project_ids = resolve_projects(session, grants, project, need_work=True)
         if not project_ids:
-            return {"empty": True}
-        query = (
-            select(Todo.id)
-            .where(Todo.project_id.in_(project_ids), Todo.state == "pending")  # type: ignore[attr-defined]
-            .where((Todo.assigned_agent_id.is_(None)) | (Todo.assigned_agent_id == agent_id))  # type: ignore[union-attr]
-            .order_by(Todo.priority.desc(), Todo.created_at, Todo.id)  # type: ignore[attr-defined]
-            .limit(1)
-        )
-        if queue is not None:
-            query = query.where(Todo.queue == queue)
-        if is_postgres:
-            query = query.with_for_update(skip_locked=True)
-        candidate = session.execute(query).scalars().first()
-        if candidate is None:
             return {"empty": True}
     token = secrets.token_urlsafe(24)
     expires = now + timedelta(seconds=lease_seconds)
+    params: dict[str, Any] = {"b_agent": agent_id, "b_token": token, "b_expires": expires,
+                              "b_session": session_key, "b_now": now}
+    if todo_id is not None:
+        params["b_id"] = todo_id
+    else:
+        params["b_projects"] = list(project_ids or [])
+        if queue is not None:
+            params["b_queue"] = queue
     # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
-    claimed = session.execute(
-        update(TODOS)
-        .where(TODOS.c.id == candidate, TODOS.c.state == "pending")
-        .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent_id))
-        .values(state="claimed", claimed_by=agent_id, lease_token=token, lease_expires_at=expires,
-                attempt_count=TODOS.c.attempt_count + 1, updated_at=now)
-        .returning(*TODOS.c)
-    ).mappings().first()
+    conn = session.connection()
+    claimed = conn.execute(_claim_statement(todo_id is not None, queue is not None, is_postgres),
+                           params).mappings().first()
     if claimed is None:
         if todo_id is None:
             return {"empty": True}
         raise Conflict("the todo is not pending")
     todo = SimpleNamespace(**claimed)
     number = todo.attempt_count
-    session.execute(insert(ATTEMPTS).values(id=new_id("att"), todo_id=todo.id, number=number, agent_id=agent_id,
-                                            claimed_at=now, lease_expires_at=expires))
+    conn.execute(_INSERT_ATTEMPT, {"id": new_id("att"), "todo_id": todo.id, "number": number, "agent_id": agent_id,
+                                   "claimed_at": now, "lease_expires_at": expires, "ended_at": None,
+                                   "outcome": None, "summary": None})
     feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
                 data={"agent_id": agent_id, "attempt": number})
     return {"todo": row(todo, with_payload=True), "lease_token": token, "lease_expires_at": iso(expires),  # type: ignore[arg-type]
@@ -130,16 +230,27 @@ def _lease_live(todo: Todo, now: datetime) -> bool:
     return todo.lease_expires_at is not None and todo.lease_expires_at > now
 
 
+LEASE_LOST = "lease lost: the todo was claimed again by another session; your result was not recorded"
+
+
 def _held(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], todo_id: str,
-          lease_token: str | None) -> tuple[Todo, Attempt]:
-    """The todo, if the caller holds a live lease on it (and the token, if given, is current)."""
+          lease_token: str | None, session_key: str | None = None,
+          now: datetime | None = None) -> tuple[Todo, Attempt]:
+    """The todo, if the caller holds a live lease on it.
+
+    A ``lease_token``, if given, must be the current one; without a token the lease must have
+    been claimed by the calling session (issue 18 item 5: a late call from a session whose
+    lease expired never lands on a newer attempt).
+    """
     todo = readable(grants, session.get(Todo, todo_id))
     require_work(grants, todo)
     if todo.state != "claimed" or todo.claimed_by != agent_id:
         raise Conflict(f"the todo is {todo.state}, not claimed by this agent")
     if lease_token is not None and not secrets.compare_digest(str(lease_token), todo.lease_token or ""):
         raise Conflict("the lease token is stale: another claim holds this todo now")
-    if not _lease_live(todo, clock.now()):
+    if lease_token is None and todo.lease_session != session_key:
+        raise Conflict(LEASE_LOST)
+    if not _lease_live(todo, now or lease_now(session, clock)):
         raise Conflict("the lease has expired; claim the todo again")
     attempt = session.execute(
         select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
@@ -161,15 +272,16 @@ def _transition(session: Session, todo: Todo, **values: Any) -> None:
 
 
 def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-              lease_seconds: int = DEFAULT_LEASE_SECONDS, lease_token: str | None = None) -> dict[str, Any]:
+              lease_seconds: int = DEFAULT_LEASE_SECONDS, lease_token: str | None = None,
+              session_key: str | None = None) -> dict[str, Any]:
     """Extend the caller's lease to ``max(current expiry, now + lease_seconds)``.
 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
     check_lease_seconds(lease_seconds)
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
-    now = clock.now()
+    now = lease_now(session, clock)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     expires = max(todo.lease_expires_at or now, now + timedelta(seconds=lease_seconds))
     _transition(session, todo, lease_expires_at=expires, updated_at=now)
     attempt.lease_expires_at = expires
@@ -178,7 +290,7 @@ def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, s
 
 
 def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-             result: Any = None, lease_token: str | None = None) -> dict[str, Any]:
+             result: Any = None, lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Mark a held todo ``done`` (attempt outcome ``completed``).
 
     The common case is one conditional ``UPDATE ... RETURNING``; only when it matches nothing
@@ -188,33 +300,32 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         NotFound: unknown or unreadable todo. Forbidden: read-only grant.
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    now = clock.now()
+    now = lease_now(session, clock)
     stored = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
     work = [pid for pid, role in grants.items() if role == "work"]
-    query = (
-        update(TODOS)
-        .where(TODOS.c.id == todo_id, TODOS.c.state == "claimed", TODOS.c.claimed_by == agent_id,
-               TODOS.c.lease_expires_at > now, TODOS.c.project_id.in_(work))
-        .values(state="done", result=stored, lease_token=None, lease_expires_at=None, claimed_by=None,
-                updated_at=now)
-        .returning(*TODOS.c)
-    )
+    params: dict[str, Any] = {"b_id": todo_id, "b_agent": agent_id, "b_now": now, "b_projects": work,
+                              "b_result": stored}
     if lease_token is not None:
-        query = query.where(TODOS.c.lease_token == str(lease_token))
-    done = session.execute(query).mappings().first()
+        fence, params["b_token"] = "token", str(lease_token)
+    elif session_key is None:
+        fence = "no_session"
+    else:
+        fence, params["b_session"] = "session", session_key
+    conn = session.connection()
+    done = conn.execute(_complete_statement(fence), params).mappings().first() if work else None
     if done is None:
-        _held(session, clock, agent_id, grants, todo_id, lease_token)  # raises the precise error
+        _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)  # raises the precise error
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
-    session.execute(update(ATTEMPTS).where(ATTEMPTS.c.todo_id == todo_id, ATTEMPTS.c.number == todo.attempt_count)
-                    .values(ended_at=now, outcome="completed"))
+    conn.execute(_END_ATTEMPT, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now,
+                                "b_outcome": "completed"})
     feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
                 data={"agent_id": agent_id, "attempt": todo.attempt_count})
     return row(todo)  # type: ignore[arg-type]
 
 
 def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-         summary: str | None = None, lease_token: str | None = None) -> dict[str, Any]:
+         summary: str | None = None, lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Record a failed attempt: retry after backoff, or dead-letter at ``max_attempts``.
 
     Returns:
@@ -223,13 +334,13 @@ def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
-    now = clock.now()
+    now = lease_now(session, clock)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     failures = todo.failure_count + 1
     dead = failures >= todo.max_attempts
     retry_at = None if dead else now + timedelta(seconds=backoff_seconds(failures))
     _transition(session, todo, state="failed", failure_count=failures, next_retry_at=retry_at,
-                lease_token=None, lease_expires_at=None, claimed_by=None, updated_at=now)
+                lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "failed"
     attempt.summary = (summary or "")[:MAX_SUMMARY_CHARS] or None
     kind = "todo.dead_lettered" if dead else "todo.failed"
@@ -241,16 +352,16 @@ def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], 
 
 
 def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
-            lease_token: str | None = None) -> dict[str, Any]:
+            lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Give a held todo back: ``pending`` again, no failure counted (outcome ``released``).
 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
-    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token)
-    now = clock.now()
+    now = lease_now(session, clock)
+    todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     _transition(session, todo, state="pending", lease_token=None, lease_expires_at=None, claimed_by=None,
-                updated_at=now)
+                lease_session=None, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "released"
     session.flush()
     return row(todo)
@@ -265,7 +376,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     Returns:
         ``({"expired": n, "dead_lettered": n, "retried": n}, ids of todos now pending)``.
     """
-    now = clock.now()
+    now = lease_now(session, clock)
     counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
     requeued: list[str] = []
     expired = session.execute(
@@ -279,7 +390,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
             update(Todo)
             .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
             .values(state="failed" if dead else "pending", failure_count=failures, next_retry_at=None,
-                    lease_token=None, lease_expires_at=None, claimed_by=None, updated_at=now)
+                    lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
             .execution_options(synchronize_session=False)
         )
         if moved.rowcount != 1:  # type: ignore[attr-defined]

@@ -28,9 +28,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
-from switchboard.mcp_server.tools import TOOLS, Caller, bearer, call_tool_async, resolve_caller
-from switchboard.models.base import new_id
 from switchboard.inbox.permissions import start_position
+from switchboard.mcp_server.tools import (
+    SESSION_HEADER,
+    TOOLS,
+    Caller,
+    bearer,
+    call_tool_async,
+    resolve_caller,
+    session_of,
+)
+from switchboard.models.base import new_id
 from switchboard.notify import sessions
 from switchboard.notify.broker import Subscriber
 from switchboard.notify.wakes import attach_ring
@@ -54,7 +62,7 @@ async def _caller(request: Request) -> tuple[Hub, Caller]:
     hub: Hub = request.app.state.hub
     token = bearer(request.headers.get("authorization"))
     caller = await anyio.to_thread.run_sync(resolve_caller, hub, token)
-    return hub, caller
+    return hub, session_of(caller, token, header=request.headers.get(SESSION_HEADER))
 
 
 async def list_tools(request: Request) -> Response:

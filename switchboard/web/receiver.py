@@ -9,22 +9,26 @@ provider's JSON, nothing stored), dedup on the key or the body digest (200 ``dup
 store, commit, then 202 (or 200 with the body a provider needs with its ack, e.g. Discord,
 Teams) and hand off to processing.
 Nothing acknowledged is lost: the row is committed before the 2xx.
+
+The event loop never touches the database (issue 11): the source and its secrets come from
+:class:`~switchboard.web.ingest.SourceCache` (read in a worker thread on a miss), and the row
+is stored by :class:`~switchboard.web.ingest.DeliveryWriter`, which groups the waiting
+deliveries into one transaction and answers each request's future after the commit.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, union_all
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session
+import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from switchboard import directory, metrics
+from switchboard import metrics
 from switchboard.errors import (
+    DependencyUnavailable,
     MalformedPayload,
     MalformedRequest,
     NotFound,
@@ -33,8 +37,9 @@ from switchboard.errors import (
     SwitchboardError,
     VerificationFailed,
 )
-from switchboard.models import Delivery, Source
+from switchboard.models.base import new_id
 from switchboard.sources import Envelope, adapter_for
+from switchboard.web.ingest import STALE, CachedSource, read_stamp
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
@@ -77,35 +82,85 @@ async def receive(request: Request) -> Response:
     try:
         return await _receive(hub, request, source_id)
     except SwitchboardError as exc:
-        metrics.delivery_refused(hub, source_id, exc.status, exc.code)
-        if exc.status == 401:
-            log.info("delivery refused for %s: %s", source_id[:40], exc.code)
-            hub.counters["deliveries_unverified"] += 1
-        elif exc.status == 413:
-            hub.counters["deliveries_too_large"] += 1
-        return from_error(exc)
+        return refused(hub, source_id, exc)
     except ClientDisconnect:
         return Response(status_code=400)
+
+
+# One function per outcome: the seams where counters (and /metrics) hook in.
+
+def refused(hub: Hub, source_id: str, exc: SwitchboardError) -> Response:
+    """A 4xx/503 answer: unknown source, too large, unverified, malformed, database down."""
+    metrics.delivery_refused(hub, source_id, exc.status, exc.code)
+    if exc.status == 401:
+        log.info("delivery refused for %s: %s", source_id[:40], exc.code)
+        hub.counters["deliveries_unverified"] += 1
+    elif exc.status == 413:
+        hub.counters["deliveries_too_large"] += 1
+    return from_error(exc)
+
+
+def answered_handshake(hub: Hub, envelope: Envelope) -> Response:
+    """A verified handshake (Slack url_verification, Discord PING): answered, nothing stored."""
+    hub.counters["handshakes"] += 1
+    return JSONResponse(envelope.handshake, status_code=200)
+
+
+def duplicate(hub: Hub, source: Any, first_id: str) -> Response:
+    """A delivery whose dedup key or body digest was seen: 200 with the first delivery's id."""
+    hub.counters["deliveries_duplicate"] += 1
+    metrics.delivery_accepted(source, duplicate=True)
+    return JSONResponse({"delivery_id": first_id, "duplicate": True}, status_code=200)
+
+
+def accepted(hub: Hub, source: Any, adapter: Any, envelope: Envelope | None, delivery_id: str) -> Response:
+    """A stored (committed) delivery: 202, or 200 with the body the provider needs."""
+    hub.counters["deliveries_received"] += 1
+    metrics.delivery_accepted(source)
+    reply = adapter.accept_reply(envelope, delivery_id) if envelope is not None else None
+    if reply is not None:
+        # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
+        return JSONResponse(reply, status_code=200)
+    return JSONResponse({"delivery_id": delivery_id, "status": "received"}, status_code=202)
+
+
+async def _source(hub: Hub, source_id: str, fresh: bool = False) -> CachedSource:
+    """The cached source (read in a worker thread on a miss, never on the loop). Raises NotFound."""
+    entry = None if fresh else hub.source_cache.peek(source_id, hub.clock.now())
+    if entry is None:
+        entry = await anyio.to_thread.run_sync(hub.source_cache.load, source_id)
+    if entry is None:
+        raise NotFound("no such source")
+    return entry
+
+
+def _verify(hub: Hub, adapter: Any, entry: CachedSource, body: bytes, headers: dict[str, str]) -> None:
+    if not entry.secrets:
+        raise SourceUnconfigured()
+    try:
+        verify_source = getattr(adapter, "verify_source", None)
+        if verify_source is not None:  # a scheme with per-source options (GitHub's legacy SHA-1)
+            verify_source(entry.source, body, headers, list(entry.secrets), hub.clock)
+        else:
+            adapter.verify(body, headers, list(entry.secrets), hub.clock)
+    except (VerificationFailed, MalformedRequest):
+        # One generic 401 for every verification failure, whatever the header's shape: no oracle
+        # for attackers, and Discord's endpoint checker requires 401 (issue 12 #1).
+        raise VerificationFailed("the delivery could not be verified") from None
 
 
 async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     if not _SOURCE_ID.fullmatch(source_id):
         raise NotFound("no such source")
-    with hub.db.read() as s:
-        source = s.get(Source, source_id)
-        if source is None or not source.enabled:
-            raise NotFound("no such source")
-        secrets = directory.source_secrets(s, source.id, hub.clock.now())
+    entry = await _source(hub, source_id)
     declared = request.headers.get("content-length")
     if declared is not None and not declared.strip().isdigit():
         return problem(400, "malformed_request", "Content-Length is not a number")
     body = await _read_body(request, hub.settings.max_body_bytes)
-    adapter = adapter_for(source.provider)
+    adapter = adapter_for(entry.source.provider)
     if adapter.health_check(body, {k.lower(): v for k, v in request.headers.items()}):
         hub.counters["health_checks"] += 1
         return Response(status_code=200)
-    if not secrets:
-        raise SourceUnconfigured()
     headers: dict[str, str] = {}
     for raw_name, value in request.headers.items():
         name = raw_name.lower()
@@ -115,15 +170,12 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
             raise MalformedRequest(f"header {name} is sent more than once")
         headers[name] = value
     try:
-        verify_source = getattr(adapter, "verify_source", None)
-        if verify_source is not None:  # a scheme with per-source options (GitHub's legacy SHA-1)
-            verify_source(source, body, headers, secrets, hub.clock)
-        else:
-            adapter.verify(body, headers, secrets, hub.clock)
-    except (VerificationFailed, MalformedRequest):
-        # One generic 401 for every verification failure, whatever the header's shape: no oracle
-        # for attackers, and Discord's endpoint checker requires 401 (issue 12 #1).
-        raise VerificationFailed("the delivery could not be verified") from None
+        _verify(hub, adapter, entry, body, headers)
+    except (VerificationFailed, SourceUnconfigured):
+        # The cache may predate a rotation: refuse only against freshly read secrets.
+        entry = await _source(hub, source_id, fresh=True)
+        adapter = adapter_for(entry.source.provider)
+        _verify(hub, adapter, entry, body, headers)
 
     dedup_key = adapter.dedup_key(headers, body)
     body_digest = adapter.body_digest(headers, body)
@@ -134,70 +186,44 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     except MalformedPayload as exc:
         parse_error = exc
     if envelope is not None and envelope.handshake is not None:
-        # Slack url_verification, Discord PING: answered after verifying, nothing to process.
-        hub.counters["handshakes"] += 1
-        return JSONResponse(envelope.handshake, status_code=200)
+        if not await anyio.to_thread.run_sync(_still_current, hub, entry):
+            entry = await _source(hub, source_id, fresh=True)
+            _verify(hub, adapter_for(entry.source.provider), entry, body, headers)
+        return answered_handshake(hub, envelope)
 
-    delivery = Delivery(
-        source_id=source.id, project_id=source.project_id, dedup_key=dedup_key, body_digest=body_digest,
-        content_type=headers.get("content-type", "")[:200] or None, headers=redacted_headers(headers),
-        raw_body=None if parse_error else body, body_bytes=len(body), received_at=hub.clock.now(),
-        event=envelope.kind[:100] if envelope is not None else None,
-    )
+    row = {
+        "id": new_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
+        "dedup_key": dedup_key, "body_digest": body_digest, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
+        "content_type": headers.get("content-type", "")[:200] or None, "headers": redacted_headers(headers),
+        "raw_body": body, "body_bytes": len(body), "human_id": None, "quarantine_reason": None,
+        "error_code": None, "error_detail": None, "todo_id": None, "process_failures": 0,
+        "received_at": hub.clock.now(), "processed_at": None, "released_at": None, "released_by": None,
+    }
     if parse_error is not None:
-        delivery.status, delivery.error_code, delivery.error_detail = "failed", parse_error.code, parse_error.message
-    duplicate_of = _store(hub, delivery)
-    if duplicate_of is not None:
-        metrics.delivery_accepted(source, duplicate=True)
-        return JSONResponse({"delivery_id": duplicate_of, "duplicate": True}, status_code=200)
+        row.update(status="failed", raw_body=None, error_code=parse_error.code, error_detail=parse_error.message)
+    for _ in range(3):
+        outcome, delivery_id = await hub.delivery_writer.store(row, entry.stamp, dispatch=parse_error is None)
+        if outcome != STALE:
+            break
+        # The source or its secrets changed after we verified: verify again against fresh rows.
+        entry = await _source(hub, source_id, fresh=True)
+        adapter = adapter_for(entry.source.provider)
+        _verify(hub, adapter, entry, body, headers)
+        row["project_id"] = entry.source.project_id
+    else:
+        raise DependencyUnavailable("the source keeps changing; retry the delivery")
+    assert delivery_id is not None
+    if outcome == "duplicate":
+        return duplicate(hub, entry.source, delivery_id)
     if parse_error is not None:
-        metrics.delivery_outcome(source.provider, "malformed")
+        metrics.delivery_outcome(entry.source.provider, "malformed")
         return from_error(parse_error)
-    hub.dispatcher.submit(delivery.id)
-    metrics.delivery_accepted(source)
-    reply = adapter.accept_reply(envelope, delivery.id) if envelope is not None else None
-    if reply is not None:
-        # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
-        return JSONResponse(reply, status_code=200)
-    return JSONResponse({"delivery_id": delivery.id, "status": "received"}, status_code=202)
+    return accepted(hub, entry.source, adapter, envelope, delivery_id)
 
 
-def _first_id(session: Session, delivery: Delivery) -> str | None:
-    """The id of the delivery already stored under this one's dedup key or body digest, if any.
-
-    The digest makes a captured body re-sent with fresh unsigned headers (a new
-    ``X-GitHub-Delivery``, another ``X-GitHub-Event``) a duplicate (issue 12 #7). One round
-    trip of two index seeks (``UNION ALL``, each on its unique constraint), rather than an
-    ``OR`` a planner may answer with a scan.
-    """
-    lookups = [select(Delivery.id).where(Delivery.source_id == delivery.source_id, column == value)
-               for column, value in ((Delivery.dedup_key, delivery.dedup_key),
-                                     (Delivery.body_digest, delivery.body_digest)) if value is not None]
-    if not lookups:
-        return None
-    query = lookups[0] if len(lookups) == 1 else union_all(*lookups)
-    return session.execute(query.limit(1)).scalars().first()
-
-
-def _store(hub: Hub, delivery: Delivery) -> str | None:
-    """Insert the delivery; return the first delivery's id when the dedup key was seen.
-
-    The dedup lookup and the insert share one write transaction (one round of the single
-    writer on SQLite instead of a read session and a write session).
-    """
-    try:
-        with hub.db.write() as s:
-            first = _first_id(s, delivery)
-            if first is None:
-                s.add(delivery)
-        return first
-    except IntegrityError:
-        # A concurrent request with the same key won the insert (PostgreSQL, several servers).
-        with hub.db.read() as s:
-            first = _first_id(s, delivery)
-        if first is None:
-            raise
-        return first
+def _still_current(hub: Hub, entry: CachedSource) -> bool:
+    with hub.db.read() as s:
+        return read_stamp(s.connection()) == entry.stamp
 
 
 async def wrong_method(request: Request) -> Response:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, current_app, jsonify, request
 
 from switchboard.errors import InvalidArgument
-from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
+from switchboard.mcp_server.tools import SESSION_HEADER, bearer, invoke, resolve_caller, session_of
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -30,7 +30,8 @@ _ACTIONS = ("claim", "heartbeat", "complete", "fail", "release")
 
 def _run(tool: str, args: dict[str, Any]) -> Any:
     hub: Hub = current_app.config["HUB"]
-    caller = resolve_caller(hub, bearer(request.headers.get("Authorization")))
+    token = bearer(request.headers.get("Authorization"))
+    caller = session_of(resolve_caller(hub, token), token, header=request.headers.get(SESSION_HEADER))
     return jsonify(invoke(hub, caller, tool, args))
 
 

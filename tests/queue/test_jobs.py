@@ -145,3 +145,43 @@ def test_a_project_owner_without_agents_is_trusted_by_default(tmp_path) -> None:
         assert process_delivery(hub, second) == "processed"
     finally:
         hub.close()
+
+
+def test_cached_attribution_and_recipients_follow_changes_made_by_another_process(world: World) -> None:
+    """Processing caches attribution and wake recipients (issue 11) until the directory stamp
+    moves: a link, a revoked grant or a new agent made elsewhere (here raw SQL in another
+    connection) applies to the next delivery."""
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    from switchboard import directory
+
+    hub = Hub(world.settings, role="cli")
+    other = Hub(world.settings, role="cli")
+    try:
+        payload = json.loads(json.dumps(ISSUE))
+        payload["sender"]["id"] = 515151
+        assert process_delivery(hub, _store(hub, world, payload)) == "quarantined"
+        with other.db.write() as s:
+            directory.link_identity(s, "alice", "github", "515151")
+        assert process_delivery(hub, _store(hub, world, payload)) == "processed"
+
+        path = sa.engine.make_url(world.settings.database_url).database
+        with sqlite3.connect(path) as conn:
+            conn.execute("DELETE FROM identities WHERE external_id = '515151'")
+        assert process_delivery(hub, _store(hub, world, payload)) == "quarantined"
+
+        published: list = []
+        hub.broker.publish_wake = published.append  # type: ignore[method-assign]
+        assert process_delivery(hub, _store(hub, world, ISSUE)) == "processed"
+        assert published[-1].agent_ids == [world.agent_id]
+        with other.db.write() as s:
+            directory.add_agent(s, "claude2", "alice")
+            directory.grant(s, "claude2", "acme", "work")
+            second = directory.agent_by_name(s, "claude2").id
+        assert process_delivery(hub, _store(hub, world, ISSUE)) == "processed"
+        assert published[-1].agent_ids == [world.agent_id, second]
+    finally:
+        other.close()
+        hub.close()

@@ -55,7 +55,7 @@ def test_delivery_runs_as_rq_job_and_wakes_across_processes(postgres_url: str, r
 
         body = (CASES / "github" / "issues.opened.json").read_bytes()
         resp = live.post_hook(body, github_headers(body, world.secret))
-        assert resp.status_code == 202
+        assert resp.status_code == 202, resp.text
         delivery_id = resp.json()["delivery_id"]
         with hub.db.read() as s:
             assert s.get(Delivery, delivery_id).status == "received"  # waiting for a worker

@@ -25,6 +25,7 @@ from switchboard.verifiers import (
     standard_webhooks,
     teams_hmac,
 )
+from tests import signers
 
 NOW = 1_700_000_000
 CLOCK = FixedClock(datetime.fromtimestamp(NOW, UTC))
@@ -85,7 +86,7 @@ SLACK_SECRET = "0123456789abcdef0123456789abcdef"
 
 
 def _slack(body: bytes, ts: int | str, secret: str = SLACK_SECRET) -> dict[str, str]:
-    return {"x-slack-request-timestamp": str(ts), "x-slack-signature": slack_signature.sign(body, ts, secret)}
+    return {"x-slack-request-timestamp": str(ts), "x-slack-signature": signers.slack_v0(body, ts, secret)}
 
 
 @pytest.mark.parametrize("offset", [-30, 30, 300, -300])
@@ -168,7 +169,7 @@ def test_discord_public_key_must_be_64_hex_digits() -> None:
 # -- Teams ------------------------------------------------------------------------------------
 
 def test_teams_hmac_valid_and_damaged() -> None:
-    headers = {"authorization": teams_hmac.sign(BODY, TEAMS_TOKEN)}
+    headers = {"authorization": signers.teams_hmac(BODY, TEAMS_TOKEN)}
     key = base64.b64decode(TEAMS_TOKEN)
     assert headers["authorization"] == "HMAC " + base64.b64encode(hmac.new(key, BODY, hashlib.sha256).digest()).decode()
     teams_hmac.verify(BODY, headers, [TEAMS_TOKEN])
@@ -194,7 +195,7 @@ def test_teams_hmac_valid_and_damaged() -> None:
 def _sw(body: bytes, ts: int | str = NOW, msg_id: str = "msg_1", secret: str = WHSEC,
         prefix: str = "webhook") -> dict[str, str]:
     return {f"{prefix}-id": msg_id, f"{prefix}-timestamp": str(ts),
-            f"{prefix}-signature": standard_webhooks.sign(msg_id, ts, body, secret)}
+            f"{prefix}-signature": signers.standard_webhooks_v1(msg_id, ts, body, secret)}
 
 
 def test_standard_webhooks_valid_both_header_families() -> None:

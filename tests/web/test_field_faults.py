@@ -404,7 +404,7 @@ def test_gitlab_event_from_two_hooks_is_one_todo(multi: MultiApp) -> None:
 
 
 def test_gitlab_signing_token_hooks_for_one_event_are_one_todo(multi: MultiApp) -> None:
-    from switchboard.verifiers import standard_webhooks
+    from tests.signers import standard_webhooks_v1
 
     whsec = "whsec_" + base64.b64encode(b"k" * 32).decode()
     with multi.hub.db.write() as s:
@@ -418,7 +418,7 @@ def test_gitlab_signing_token_hooks_for_one_event_are_one_todo(multi: MultiApp) 
         msg_id, ts = str(uuid.uuid4()), now() + n
         headers = {"Content-Type": "application/json", "X-Gitlab-Event": "Issue Hook",
                    "X-Gitlab-Event-UUID": event_uuid, "Idempotency-Key": msg_id, "webhook-id": msg_id,
-                   "webhook-timestamp": str(ts), "webhook-signature": standard_webhooks.sign(msg_id, ts, body, whsec)}
+                   "webhook-timestamp": str(ts), "webhook-signature": standard_webhooks_v1(msg_id, ts, body, whsec)}
         resp = httpx2.post(f"{multi.url}/hooks/{src.id}", content=body, headers=headers, timeout=30)
         assert resp.status_code in (200, 202), resp.text
         ids.append(resp.json()["delivery_id"])

@@ -237,13 +237,14 @@ def test_legacy_sha1_only_when_the_source_opts_in(live: LiveApp) -> None:
     """GitHub's SHA-1 vector (vectors.json) through a source that opted in; refused elsewhere."""
     from switchboard.models import Source
     from switchboard.verifiers import hub_signature
+    from tests.signers import hub_sha1
 
     vector = next(v for v in json.loads((CASES / "vectors.json").read_bytes())
                   if v.get("source") == "GitHub" and "X-Hub-Signature" in v.get("headers", {}))
     assert hub_signature.sign_sha1(vector["body"].encode(), vector["secret_or_key"]) == vector["expected"]["signature"]
     body = ISSUE
     sha1_only = {k: v for k, v in github_headers(body, live.world.secret).items() if k != "X-Hub-Signature-256"}
-    sha1_only["X-Hub-Signature"] = hub_signature.sign_sha1(body, live.world.secret)
+    sha1_only["X-Hub-Signature"] = hub_sha1(body, live.world.secret)
     assert live.post_hook(body, sha1_only).status_code == 401  # not opted in: SHA-256 only
     with live.hub.db.write() as s:
         s.get(Source, live.world.source_id).allow_legacy_sha1 = True

@@ -1,0 +1,274 @@
+"""The receiver's hot path off the event loop: a source cache and one grouped delivery writer.
+
+Issue 11 measured the receiver at 2 % of a bare async route, with the event loop blocked on
+SQLite's write lock (health stalled 9.7 s while another process held it). Two parts fix it:
+
+- :class:`SourceCache`: sources and their secrets, loaded once (in a worker thread) and kept
+  until the ``sources`` change stamp moves. Triggers (migration 0007) bump the stamp on every
+  change to ``sources`` or ``source_secrets`` from any process, so a rotation or a disable made
+  by the CLI or another server is honoured: the writer checks the stamp inside the same
+  transaction as the insert, and a delivery verified against a stale entry is verified again
+  against fresh rows before anything is stored or acknowledged. Secret expiry is honoured by
+  time: an entry is only used until its earliest secret expiry.
+- :class:`DeliveryWriter`: one thread that takes every waiting delivery, inserts them in one
+  write transaction with one compiled ``INSERT ... ON CONFLICT DO NOTHING`` (the dedup SELECT
+  only on conflict), commits, hands them to processing, then resolves each request's future on
+  its event loop. The loop never waits on the database: it awaits a future. Nothing is
+  acknowledged before its commit (``tests/test_crash.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue as stdqueue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from switchboard import directory
+from switchboard.errors import DependencyUnavailable
+from switchboard.models import Delivery, Source, SourceSecret
+from switchboard.models.stamps import read_stamp
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
+
+log = logging.getLogger(__name__)
+
+DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
+MAX_BATCH = 256
+"""Deliveries per write transaction at most (one commit, one fsync on PostgreSQL)."""
+
+@dataclass(frozen=True)
+class CachedSource:
+    """A source as the receiver needs it, with the secrets valid when it was loaded.
+
+    Attributes:
+        source: a detached ``Source`` row (read only; verifiers with per-source options read it).
+        secrets: the secrets valid at load time.
+        valid_until: the earliest expiry among ``secrets`` (``None``: none expires); past it the
+            entry is reloaded, so an expired secret is never accepted.
+        stamp: the ``sources`` change stamp the entry was read under.
+    """
+
+    source: Source
+    secrets: tuple[str, ...]
+    valid_until: datetime | None
+    stamp: int
+
+    def usable(self, now: datetime) -> bool:
+        """True while no secret of the entry has expired."""
+        return self.valid_until is None or now < self.valid_until
+
+
+class SourceCache:
+    """Enabled sources by id, read through on a miss, dropped when the change stamp moves.
+
+    Args:
+        hub: the process hub (database and clock).
+    """
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self._entries: dict[str, CachedSource] = {}
+        self._stamp = -1
+
+    def peek(self, source_id: str, now: datetime) -> CachedSource | None:
+        """The cached entry if present and not past a secret's expiry (no I/O: safe on the loop)."""
+        entry = self._entries.get(source_id)
+        if entry is not None and entry.usable(now):
+            return entry
+        return None
+
+    def load(self, source_id: str) -> CachedSource | None:
+        """Read the source, its valid secrets and the stamp in one read transaction (blocking).
+
+        Returns:
+            The entry, or ``None`` when the source does not exist or is disabled (not cached).
+        """
+        now = self.hub.clock.now()
+        with self.hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+            source = s.get(Source, source_id)
+            if source is None or not source.enabled:
+                self._entries.pop(source_id, None)
+                return None
+            secrets = directory.source_secrets(s, source.id, now)
+            expiries = s.execute(sa.select(SourceSecret.expires_at).where(
+                SourceSecret.source_id == source.id, SourceSecret.expires_at.is_not(None),  # type: ignore[union-attr]
+                SourceSecret.expires_at > now)).scalars().all()  # type: ignore[operator]
+            s.expunge(source)
+        entry = CachedSource(source, tuple(secrets), min(expiries) if expiries else None, stamp)
+        if stamp != self._stamp:
+            # Everything read under an older stamp may be stale: start afresh.
+            self._entries = {}
+            self._stamp = stamp
+        self._entries[source_id] = entry
+        return entry
+
+    def invalidate(self) -> None:
+        """Forget every entry (the writer saw the stamp move)."""
+        self._entries = {}
+
+
+STALE = "stale"
+"""Writer outcome: the source changed after the request was verified; verify again."""
+
+
+@dataclass
+class _Job:
+    row: dict[str, Any]
+    stamp: int
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[tuple[str, str | None]]
+    dispatch: bool = True
+    done: bool = field(default=False)
+
+
+def _resolve(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+class DeliveryWriter:
+    """One thread storing deliveries in grouped write transactions.
+
+    ``store`` (on the event loop) queues a row and awaits its outcome: ``("stored", id)``,
+    ``("duplicate", first_id)`` or ``(STALE, None)``. A batch that fails is retried one
+    delivery at a time, so one bad row fails only its own request (with the database's error,
+    which the receiver turns into a 503 problem); a database that is unavailable fails the
+    whole batch at once.
+
+    Args:
+        hub: the process hub.
+        on_stored: called in the writer thread with each stored delivery id after the commit
+            (the hand-off to processing).
+    """
+
+    def __init__(self, hub: Hub, on_stored: Callable[[str], None]) -> None:
+        self.hub = hub
+        self.on_stored = on_stored
+        dialect = hub.db.engine.dialect.name
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        # No conflict target: any unique constraint (the dedup key today, more tomorrow) makes
+        # the insert a no-op, and :func:`duplicate_of` says which delivery it duplicates.
+        self._insert = dialect_insert(DELIVERIES).on_conflict_do_nothing().returning(DELIVERIES.c.id)
+        self._queue: stdqueue.SimpleQueue[_Job | None] = stdqueue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="switchboard-delivery-writer", daemon=True)
+        self._thread.start()
+
+    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True) -> tuple[str, str | None]:
+        """Queue ``row`` (a full ``deliveries`` row) verified under ``stamp``; await the outcome.
+
+        Args:
+            row: every column of ``deliveries``.
+            stamp: the ``sources`` change stamp the request was verified under.
+            dispatch: hand the stored delivery to processing (not for a stored parse failure).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[str, str | None]] = loop.create_future()
+        self._queue.put(_Job(row, stamp, loop, future, dispatch))
+        return await future
+
+    def close(self) -> None:
+        """Finish queued work, then stop the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            jobs = [job]
+            stop = False
+            while len(jobs) < MAX_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except stdqueue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                jobs.append(more)
+            self._write(jobs)
+            if stop:
+                return
+
+    def _write(self, jobs: list[_Job]) -> None:
+        try:
+            outcomes = self._commit(jobs)
+        except Exception as exc:  # noqa: BLE001 - retried alone, then reported to each request
+            if len(jobs) > 1 and not isinstance(exc, DependencyUnavailable):
+                for job in jobs:
+                    self._write([job])
+                return
+            # The database is down or locked past the busy timeout: every request of the batch gets
+            # the 503 now, rather than each waiting out the timeout again on its own.
+            log.warning("could not store %d deliveries (%s)", len(jobs), type(exc).__name__)
+            for job in jobs:
+                try:
+                    job.loop.call_soon_threadsafe(_resolve, job.future, None, exc)
+                except RuntimeError:  # the loop closed (shutdown); nothing was acknowledged
+                    pass
+            return
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            if outcome[0] == "stored" and job.dispatch:
+                try:
+                    self.on_stored(job.row["id"])
+                except Exception:  # noqa: BLE001 - stored already; the sweeper hands it over
+                    log.warning("hand-off of delivery %s failed; the sweeper will retry", job.row["id"])
+            try:
+                job.loop.call_soon_threadsafe(_resolve, job.future, outcome, None)
+            except RuntimeError:  # the loop closed (shutdown): the delivery is stored anyway
+                pass
+
+    def _commit(self, jobs: list[_Job]) -> list[tuple[str, str | None]]:
+        outcomes: list[tuple[str, str | None]] = []
+        with self.hub.db.write() as s:
+            conn = s.connection()
+            stamp = read_stamp(conn)
+            if any(job.stamp != stamp for job in jobs):
+                self.hub.source_cache.invalidate()
+            for job in jobs:
+                if job.stamp != stamp:
+                    outcomes.append((STALE, None))
+                    continue
+                inserted = conn.execute(self._insert, job.row).first()
+                if inserted is not None:
+                    outcomes.append(("stored", job.row["id"]))
+                    continue
+                first = duplicate_of(conn, job.row)
+                if first is None:
+                    raise RuntimeError("the delivery insert was refused by a constraint that names no delivery")
+                outcomes.append(("duplicate", first))
+        return outcomes
+
+
+def duplicate_of(conn: Any, row: dict[str, Any]) -> str | None:
+    """The id of the stored delivery that ``row`` conflicts with, if any.
+
+    Called only after ``INSERT ... ON CONFLICT DO NOTHING`` inserted nothing. Each unique
+    constraint of ``deliveries`` that means "already received" gets a lookup here:
+    ``(source_id, dedup_key)`` and ``(source_id, body_digest)`` (a captured body re-sent with
+    fresh unsigned headers, issue 12 #7).
+    """
+    for column in ("dedup_key", "body_digest"):
+        if row.get(column) is not None:
+            found = conn.execute(sa.select(DELIVERIES.c.id).where(
+                DELIVERIES.c.source_id == row["source_id"], DELIVERIES.c[column] == row[column])).scalar()
+            if found is not None:
+                return str(found)
+    return None
