@@ -507,6 +507,21 @@ def token_vend_human(human_name: str) -> tuple[dict[str, Any], str]:
     return {"human": human_name, "token": value}, value
 
 
+@main.command("login")
+@click.argument("human_name")
+@admin
+def login_cmd(human_name: str) -> tuple[dict[str, Any], str]:
+    """Print a one-time web UI login link for HUMAN_NAME (single use, valid 10 minutes)."""
+    from switchboard.web import logins
+
+    hub = _hub_cli()
+    with hub.db.write() as s:
+        token = logins.create_link(s, hub.clock, human_name)
+    url = logins.link_url(hub.settings, token)
+    return ({"human": human_name, "url": url, "expires_in_seconds": logins.LOGIN_LINK_SECONDS},
+            f"{url}\n(one-time link for {human_name}: open it within 10 minutes)")
+
+
 @main.command("grant")
 @click.argument("agent_name")
 @click.argument("project_name")

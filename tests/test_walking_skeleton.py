@@ -10,7 +10,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.extension import ClientExtension, NotificationBinding

@@ -10,8 +10,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql  # noqa: F401  (JSONB on PostgreSQL)
-import sqlmodel
-import switchboard.models.base
 
 
 revision = '0006'

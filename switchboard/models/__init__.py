@@ -21,6 +21,7 @@ from switchboard.models.secrets import SecretRef
 from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.stamps import ChangeStamp
+from switchboard.models.web import LoginLink, WebSession
 from switchboard.models.work import Attempt, FeedEvent, Todo
 
 metadata = SQLModel.metadata
@@ -41,6 +42,7 @@ __all__ = [
     "HumanToken",
     "Identity",
     "InboxItem",
+    "LoginLink",
     "NotifyTarget",
     "Project",
     "ProjectOwner",
@@ -51,5 +53,6 @@ __all__ = [
     "Subscription",
     "Todo",
     "Token",
+    "WebSession",
     "metadata",
 ]

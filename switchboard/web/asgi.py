@@ -33,7 +33,7 @@ from switchboard.hub import Hub
 from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.sessions import AgentSessions, bind
-from switchboard.web import agent_api, relay_api
+from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
 from switchboard.web.mcp_streams import McpStreamRules
@@ -140,6 +140,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/tools/{name}", agent_api.invoke_tool, methods=["POST"]),
         Route("/api/v1/agent/stream", agent_api.stream, methods=["GET"]),
         Route("/api/v1/inbox/wait", agent_api.inbox_wait, methods=["GET"]),
+        Route("/api/v1/stream", human_stream.stream, methods=["GET"]),
         Route("/api/v1/agent/permission", relay_api.permission_request, methods=["POST"]),
         Route("/api/v1/agent/session/close", relay_api.close_session, methods=["POST"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
@@ -154,4 +155,6 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
     app.state.hub = hub
     app.state.revocation_watch = watch
     app.state.mcp_sessions = session_manager
+    # The human stream reads the UI's signed session cookie with the Flask app's own serializer.
+    app.state.cookie_loader = flask_app.session_interface.get_signing_serializer(flask_app).loads  # type: ignore[attr-defined]
     return app

@@ -1,4 +1,4 @@
-"""The human-facing Flask app (REST API, later the web UI), mounted under the ASGI root.
+"""The human-facing Flask app (REST API and the web UI under ``/ui/``), mounted under the ASGI root.
 
 Every error is RFC 9457 problem details, rendered here in one place.
 """
@@ -58,6 +58,9 @@ def create_flask_app(hub: Hub) -> Flask:
     from switchboard.web.rest_revoke import bp as rest_revoke
 
     app.register_blueprint(rest_revoke)
+    from switchboard.web import ui
+
+    ui.install(app)  # the web UI under /ui/ (sessions, CSRF)
     openapi_doc: dict[str, Any] = {}
 
     @app.get("/api/v1/openapi.json")

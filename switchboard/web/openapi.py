@@ -104,6 +104,48 @@ _BY_HAND: dict[str, dict[str, Any]] = {
     "/api/v1/agent/stream": {"get": _op(
         "Server-sent wakes and verdicts for the calling agent (Last-Event-ID resumes)", "agent",
         {"200": {"description": "text/event-stream"}, **_problems("401")})},
+    "/api/v1/stream": {"get": _op(
+        "Server-sent feed nudges for the projects the human owns (web session cookie or human token; "
+        "Last-Event-ID or ?since= resumes)", "human",
+        {"200": {"description": "text/event-stream"}, **_problems("400", "401")},
+        parameters=[_query("since", "integer")])},
+    "/api/v1/agent/permission": {"post": _op(
+        "The channel adapter relays a Claude Code permission prompt (DESIGN.md §6.5)", "agent",
+        {"201": _json("InboxItem", "a new permission inbox item"), "200": _json("InboxItem", "the same prompt again"),
+         **_problems("400", "401", "429")},
+        description="Body {request_id, tool_name, description, input_preview} as Claude Code sends them; "
+                    "X-Switchboard-Session names the adapter's session. The texts are screened like deliveries.",
+        parameters=[{"in": "header", "name": "X-Switchboard-Session", "required": True, "schema": {"type": "string"}}],
+        body="object")},
+    "/api/v1/agent/session/close": {"post": _op(
+        "The adapter's session ended: its open permission prompts expire", "agent",
+        {"200": _json(description="{session_id, expired}"), **_problems("400", "401")},
+        parameters=[{"in": "header", "name": "X-Switchboard-Session", "required": True, "schema": {"type": "string"}}])},
+    "/api/v1/friends": {"get": _op("The calling agent's friendships and requests (friend_list)", "agent",
+                                   {"200": _json(description="{friendships: [...], requests: [...]}"),
+                                    **_problems("401")})},
+    "/api/v1/friends/requests": {"post": _op(
+        "Ask another human's agent to accept work: {to_agent, queues, reason} (friend_request, DESIGN.md §6.6)",
+        "agent", {"201": _json(description="{request_id, status: pending, inbox_item_id, ...}"),
+                  **_problems("400", "401", "404", "409")}, body="object")},
+    "/api/v1/friends/requests/{request_id}/respond": {"post": _op(
+        "Approve (with a bound human decision) or decline a friend request: {decision} (friend_respond)", "agent",
+        {"200": _json(description="{request, friendship}"), **_problems("400", "401", "403", "404", "409")},
+        parameters=[_path("request_id", "fr_...")], body="object")},
+    "/api/v1/friends/{friendship_id}/revoke": {"post": _op(
+        "End a friendship of the calling agent (friend_revoke)", "agent",
+        {"200": _json(description="the friendship, revoked"), **_problems("401", "404")},
+        parameters=[_path("friendship_id", "fs_...")])},
+    "/api/v1/todos": {"post": _op(
+        "Create a todo on an own project or a friend's queue: {project, queue, title, body?, assign?, priority?} "
+        "(todo_create)", "agent", {"201": _json("Todo"), **_problems("400", "401", "404", "409")}, body="object")},
+    "/api/v1/human/friends": {"get": _op(
+        "Friendships the calling human is part of (either side)", "human",
+        {"200": _json(description="{friendships: [...]}"), **_problems("401")})},
+    "/api/v1/human/friends/{friendship_id}/revoke": {"post": _op(
+        "Revoke a friendship the calling human is part of; no new todos flow from that moment", "human",
+        {"200": _json(description="the friendship, revoked"), **_problems("401", "404")},
+        parameters=[_path("friendship_id", "fs_...")])},
     "/api/v1/human/todos": {
         "get": _op("Todos of the projects the human owns", "human", {"200": _json("TodoPage"),
                                                                       **_problems("400", "401", "404")},

@@ -28,7 +28,7 @@ def _routes(asgi: Any) -> tuple[set[tuple[str, str]], Any]:
         if isinstance(route, Mount):
             flask_app = route.app.app  # a2wsgi's WSGIMiddleware keeps the Flask app as .app
             for rule in flask_app.url_map.iter_rules():
-                if rule.endpoint == "static":
+                if rule.endpoint == "static" or rule.rule.startswith("/ui/"):  # the web UI is HTML, not API
                     continue
                 for method in rule.methods or ():
                     if method not in _AUTOMATIC:
