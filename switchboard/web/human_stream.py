@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 15
+RECHECK_SECONDS = 1.0
+"""How often an open stream checks that its token or web session is still valid."""
 PAGE = 200
 COOKIE_NAME = "switchboard_session"
 
@@ -112,14 +114,30 @@ async def stream(request: Request) -> Response:
         log.info("human stream refused: %s", type(exc).__name__)
         return from_error(Unauthenticated("sign in first"))
     position = start if start is not None else await anyio.to_thread.run_sync(_newest, hub)
+    cookies, authorization = dict(request.cookies), request.headers.get("authorization")
+
+    def still_signed_in() -> bool:
+        try:
+            return human_for_request(hub, loader, cookies, authorization) == human_id
+        except Exception:  # noqa: BLE001 - revoked token, ended web session, removed human
+            return False
 
     async def events() -> Any:
         nonlocal position
         waiter = BELL.register()
+        checked_at = anyio.current_time()
         try:
             yield ServerSentEvent(comment="attached")
             while True:
                 waiter[1].clear()
+                # The credential is checked again at least every RECHECK_SECONDS: a revoked token
+                # or a signed-out web session ends the stream (issue 13 item 3, for humans too).
+                if anyio.current_time() - checked_at >= RECHECK_SECONDS:
+                    checked_at = anyio.current_time()
+                    if not await anyio.to_thread.run_sync(still_signed_in):
+                        yield ServerSentEvent(event="unauthenticated", data=json.dumps(
+                            {"code": "unauthenticated", "message": "this sign-in was revoked or ended"}))
+                        return
                 rows = await anyio.to_thread.run_sync(_after, hub, human_id, position)
                 for event_id, kind, project_id in rows:
                     position = event_id
@@ -128,7 +146,7 @@ async def stream(request: Request) -> Response:
                 if len(rows) == PAGE:
                     continue
                 try:
-                    await asyncio.wait_for(waiter[1].wait(), timeout=POLL_SECONDS)
+                    await asyncio.wait_for(waiter[1].wait(), timeout=min(POLL_SECONDS, RECHECK_SECONDS))
                 except TimeoutError:
                     pass
         finally:

@@ -10,7 +10,7 @@ import httpx2
 from switchboard import directory
 from switchboard.queue import todos
 from tests.conftest import LiveApp
-from tests.web.ui_support import add_human, own, signed_in
+from tests.web.ui_support import add_human, own, post_form, signed_in
 
 
 def _token(live: LiveApp, human: str = "alice") -> dict[str, str]:
@@ -112,3 +112,39 @@ def test_heartbeats_are_comments_without_ids(live: LiveApp, monkeypatch: Any) ->
             if sum(1 for x in lines if x.startswith(": ping")) >= 2:
                 break
     assert not any(x.startswith("id:") for x in lines)
+
+
+def _ends_unauthenticated(client: httpx2.Client, headers: dict[str, str] | None, end_it: Any) -> None:
+    """Open the stream, call ``end_it()`` once attached, and expect ``unauthenticated`` then the end."""
+    with client.stream("GET", "/api/v1/stream", headers=headers) as resp:
+        assert resp.status_code == 200
+        seen: list[str] = []
+        for line in resp.iter_lines():
+            if line.startswith(": attached"):
+                end_it()
+            seen.append(line)
+        assert "event: unauthenticated" in seen  # and the stream ended (the loop finished)
+
+
+def test_a_revoked_token_or_an_ended_web_session_ends_the_stream(live: LiveApp) -> None:
+    # Found by a break-it review: an open stream outlived its token's revocation and a logout.
+    from switchboard import revocation
+
+    own(live)
+    auth = _token(live)
+    client = httpx2.Client(base_url=live.url, timeout=20)
+
+    def revoke() -> None:
+        with live.hub.db.write() as s:
+            revocation.revoke_human_tokens(s, live.hub.clock, directory.human_by_name(s, "alice").id)
+
+    _ends_unauthenticated(client, auth, revoke)
+    browser = signed_in(live)
+    _ends_unauthenticated(browser, None, lambda: post_form(signed_in_twin(browser), "/ui/inbox", "/ui/logout"))
+
+
+def signed_in_twin(browser: httpx2.Client) -> httpx2.Client:
+    """Another client with the same cookies (the streaming one is busy reading)."""
+    twin = httpx2.Client(base_url=str(browser.base_url), follow_redirects=False, timeout=30)
+    twin.cookies.update(browser.cookies)
+    return twin
