@@ -42,29 +42,48 @@ def _agent(session: Session, name_or_id: str) -> Agent | None:
     return session.execute(select(Agent).where((Agent.id == name_or_id) | (Agent.name == name_or_id))).scalars().first()
 
 
-def _queues(session: Session, to_agent_id: str, queues: list[str]) -> list[dict[str, str]]:
-    """``["project/queue", ...]`` → ``[{project_id, queue}]`` in projects the target agent works on.
+NO_TARGET = "no such agent, or it takes no work on those queues"
+"""One answer for an unknown agent and for queues it does not work on: no existence oracle
+(DESIGN.md §5): a requester learns nothing of other humans' agents or projects from it."""
+
+
+def _queue_names(queues: Any) -> list[tuple[str, str]]:
+    """``["project/queue", ...]`` → ``[(project, queue)]``, checked for form only.
 
     Raises:
-        InvalidArgument: a malformed entry or a repeat. NotFound: a project the target agent
-            does not work on (the same answer as an unknown project).
+        InvalidArgument: a malformed entry, a repeat, or not 1-MAX_QUEUES entries.
     """
     if not isinstance(queues, list) or not 1 <= len(queues) <= MAX_QUEUES:
         raise InvalidArgument(f"queues must list 1-{MAX_QUEUES} entries of the form project/queue")
-    out: list[dict[str, str]] = []
+    out: list[tuple[str, str]] = []
     for entry in queues:
         if not isinstance(entry, str) or entry.count("/") != 1:
             raise InvalidArgument("each queue is written project/queue, e.g. acme/reviews")
         project, queue = entry.split("/")
         directory.check_name("queue", queue)
+        if (project, queue) in out:
+            raise InvalidArgument(f"{entry} is listed twice")
+        out.append((project, queue))
+    return out
+
+
+def _queues(session: Session, to_agent_id: str, names: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """``[(project, queue)]`` → ``[{project_id, queue}]`` in projects the target agent works on.
+
+    Raises:
+        NotFound: a project the target agent does not work on (:data:`NO_TARGET`, the same
+            answer as an unknown agent).
+    """
+    out: list[dict[str, str]] = []
+    for project, queue in names:
         pid = session.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
         works = pid is not None and session.execute(select(Grant.id).where(
             Grant.agent_id == to_agent_id, Grant.project_id == pid, Grant.role == "work")).first() is not None
         if not works:
-            raise NotFound(f"no queue {entry} for that agent")
+            raise NotFound(NO_TARGET)
         pair = {"project_id": str(pid), "queue": queue}
         if pair in out:
-            raise InvalidArgument(f"{entry} is listed twice")
+            raise NotFound(NO_TARGET)  # two spellings of one project: as unknown, never a hint
         out.append(pair)
     return out
 
@@ -115,18 +134,21 @@ def request(session: Session, clock: Clock, *, agent_id: str, to_agent: str, que
         NotFound: unknown target agent or queue. InvalidArgument: same human, bad queues or reason.
         Conflict: a pending request for the same target is already open.
     """
+    # Form first, then existence: every refusal that depends on another human's agents or
+    # projects is the one NO_TARGET answer (DESIGN.md §5).
+    names = _queue_names(queues)
+    line = one_line("reason", reason, MAX_REASON_CHARS)
     me = session.get(Agent, agent_id)
     target = _agent(session, to_agent) if isinstance(to_agent, str) else None
     if me is None or target is None:
-        raise NotFound("no such agent")
+        raise NotFound(NO_TARGET)
     if target.human_id == me.human_id:
         raise InvalidArgument("that agent belongs to your own human: ask them for a grant instead")
-    line = one_line("reason", reason, MAX_REASON_CHARS)
-    pairs = _queues(session, target.id, queues)
     if session.execute(select(FriendRequest.id).where(
             FriendRequest.from_agent_id == me.id, FriendRequest.to_agent_id == target.id,
             FriendRequest.status == "pending")).first() is not None:
-        raise Conflict("a request to that agent is already pending")
+        raise Conflict("a request to that agent is already pending")  # the caller's own request: no news
+    pairs = _queues(session, target.id, names)
     now = clock.now()
     fr = FriendRequest(from_agent_id=me.id, to_agent_id=target.id, from_human_id=me.human_id,
                        to_human_id=target.human_id, queues=pairs, reason=line, created_at=now)
@@ -259,11 +281,20 @@ def revoke(session: Session, clock: Clock, friendship_id: str, *, human_id: str)
     return friendship_view(session, fs)
 
 
+def _live_friendships(session: Session, agent_id: str, project_id: str) -> list[Friendship]:
+    """``agent_id``'s unrevoked friendships whose target agent still has ``work`` on
+    ``project_id``: a friendship never outlives the target's own grant (the target human
+    revoking that grant stops the work that flowed through it, at once)."""
+    return list(session.execute(
+        select(Friendship).join(Grant, (Grant.agent_id == Friendship.to_agent_id) & (Grant.project_id == project_id)
+                                & (Grant.role == "work"))
+        .where(Friendship.from_agent_id == agent_id, Friendship.revoked_at.is_(None))  # type: ignore[union-attr]
+    ).scalars().all())
+
+
 def active_grant(session: Session, agent_id: str, project_id: str, queue: str) -> Friendship | None:
     """The active friendship letting ``agent_id`` create todos on ``(project_id, queue)``, if any."""
-    rows = session.execute(select(Friendship).where(
-        Friendship.from_agent_id == agent_id, Friendship.revoked_at.is_(None))).scalars().all()  # type: ignore[union-attr]
-    for fs in rows:
+    for fs in _live_friendships(session, agent_id, project_id):
         if {"project_id": project_id, "queue": queue} in fs.queues:
             return fs
     return None
@@ -271,9 +302,8 @@ def active_grant(session: Session, agent_id: str, project_id: str, queue: str) -
 
 def has_any_grant_on(session: Session, agent_id: str, project_id: str) -> bool:
     """True when an active friendship of ``agent_id`` names ``project_id`` (for the error code)."""
-    rows = session.execute(select(Friendship.queues).where(
-        Friendship.from_agent_id == agent_id, Friendship.revoked_at.is_(None))).scalars().all()  # type: ignore[union-attr]
-    return any(p["project_id"] == project_id for queues in rows for p in queues)
+    return any(p["project_id"] == project_id for fs in _live_friendships(session, agent_id, project_id)
+               for p in fs.queues)
 
 
 

@@ -92,6 +92,46 @@ def test_bad_friend_requests_are_refused_with_a_code(two: Two, args: dict[str, A
     assert err(two.hub, two.alice, "friend_request", args) == code
 
 
+def _message(hub: Hub, caller: Caller, name: str, args: dict[str, Any]) -> tuple[str, str]:
+    result = call_tool(hub, caller, name, args)
+    assert result["isError"], result
+    return result["structuredContent"]["code"], result["structuredContent"]["message"]
+
+
+def test_a_request_tells_no_agent_or_project_of_another_human(two: Two) -> None:
+    # Found by a break-it review: "no such agent" vs "no queue X for that agent" told an unknown
+    # agent from one that exists, and a pending request's conflict told which projects it works on.
+    unknown = _message(two.hub, two.alice, "friend_request",
+                       {"to_agent": "ghost", "queues": ["beta/inbox"], "reason": "r"})
+    not_there = _message(two.hub, two.alice, "friend_request",
+                         {"to_agent": "bobbot", "queues": ["acme/inbox"], "reason": "r"})
+    nowhere = _message(two.hub, two.alice, "friend_request",
+                       {"to_agent": "bobbot", "queues": ["nosuch/inbox"], "reason": "r"})
+    assert unknown == not_there == nowhere == ("not_found", "no such agent, or it takes no work on those queues")
+    malformed = [_message(two.hub, two.alice, "friend_request", {"to_agent": who, "queues": ["beta"], "reason": "r"})
+                 for who in ("ghost", "bobbot")]
+    assert malformed[0] == malformed[1] and malformed[0][0] == "invalid_argument"
+    _request(two)
+    pending = [err(two.hub, two.alice, "friend_request", {"to_agent": "bobbot", "queues": [q], "reason": "r"})
+               for q in ("beta/other", "nosuch/q")]
+    assert pending == ["conflict", "conflict"]
+
+
+def test_a_friendship_ends_with_the_target_agents_own_grant(two: Two) -> None:
+    # Found by a break-it review: after the target's human revoked its agent's grant on the
+    # project, the friend still created todos there, assigned to an agent that could not claim.
+    fr = _request(two)
+    with two.hub.db.write() as s:
+        items.resolve(s, two.hub.clock, fr["inbox_item_id"], via="rest", human_id=two.bob_id, decision="approve")
+    ok(two.hub, two.alice, "todo_create", {"project": "beta", "queue": "inbox", "title": "before"})
+    from switchboard import revocation
+
+    with two.hub.db.write() as s:
+        revocation.revoke_grant(s, "bobbot", "beta")
+    assert err(two.hub, two.alice, "todo_create", {"project": "beta", "queue": "inbox", "title": "after"}) \
+        == "not_found"
+
+
 def test_a_request_grants_nothing_and_a_second_pending_one_is_a_conflict(two: Two) -> None:
     fr = _request(two)
     assert fr["status"] == "pending" and fr["queues"] == ["beta/inbox"]
