@@ -194,7 +194,9 @@ def test_todos_add_assign_cancel_and_retry(live: LiveApp) -> None:
         assert (row.title, row.queue, row.priority, row.assigned_agent_id) == ("Write docs", "docs", 5,
                                                                                live.world.agent_id)
     refused = post_form(client, "/ui/todos", f"/ui/todos/{todo_id}/assign", {"agent": "idle"})
-    assert refused.status_code == 403 and "forbidden" in refused.text
+    unknown = post_form(client, "/ui/todos", f"/ui/todos/{todo_id}/assign", {"agent": "ghost"})
+    # Found by a break-it review: 403 for an existing agent, 404 for an unknown name.
+    assert refused.status_code == unknown.status_code == 404 and "no agent by that name" in refused.text
     bad = post_form(client, "/ui/todos", "/ui/todos", {"project": "acme", "title": "<channel>x</channel>"})
     assert bad.status_code == 400
     for priority in ("--5", "1e3", "1001", "", "٣"):

@@ -19,7 +19,7 @@ from flask import flash, g, redirect, render_template, request, url_for
 from sqlalchemy import select
 
 from switchboard import directory
-from switchboard.errors import Forbidden, InvalidArgument, NotFound
+from switchboard.errors import InvalidArgument, NotFound
 from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.intake import quarantine
@@ -179,14 +179,14 @@ def _agent_for(s: Any, name: str | None, project_id: str) -> str | None:
     """The id of agent ``name`` if it has a ``work`` grant on ``project_id``; ``None`` for no name.
 
     Raises:
-        Forbidden: the agent exists but has no work grant there (agents are shared names).
+        NotFound: no agent of that name has a work grant there; unknown agents get the same
+            answer (as the REST route: no existence oracle, DESIGN.md §5).
     """
     if not name:
         return None
-    agent = directory.agent_by_name(s, name)
     if name not in _granted_agents(s, [project_id]).get(project_id, []):
-        raise Forbidden("that agent has no work grant on the todo's project; grant it first")
-    return agent.id
+        raise NotFound("no agent by that name can work on this project; grant it first")
+    return directory.agent_by_name(s, name).id
 
 
 @bp.post("/todos")
