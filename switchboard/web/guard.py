@@ -121,6 +121,8 @@ class RequestGuard:
         except SwitchboardError as exc:
             await _refuse(exc, scope, receive, send)
             return
+        except _ClientGone:
+            return  # nobody to answer, nothing acknowledged: the app never sees half a request
         await self.app(scope, receive, send)
 
     async def _hook(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
@@ -145,6 +147,8 @@ class RequestGuard:
             metrics.delivery_refused(self.hub, source, exc.status, exc.code)  # `source show` tallies
             await _refuse(exc, scope, receive, send)
             return
+        except _ClientGone:
+            return
         finally:
             self._total -= 1
             self._reading[source] -= 1
@@ -157,19 +161,19 @@ class RequestGuard:
 
         Raises:
             PayloadTooLarge: declared or actual size over ``limit``.
+            _ClientGone: the client disconnected before the whole body arrived.
         """
         declared = _header(scope, b"content-length")
         if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
             raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0
-        disconnect: Message | None = None
         # The time to receive it is bounded by the server protocol (server_protocol.py, 408).
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                disconnect = message
-                break
+                log.debug("client disconnected mid-body on %s", scope.get("path"))
+                raise _ClientGone
             body = message.get("body", b"")
             size += len(body)
             if size > limit:
@@ -177,8 +181,7 @@ class RequestGuard:
             chunks.append(body)
             if not message.get("more_body", False):
                 break
-        replay: list[Message] = [disconnect] if disconnect else [
-            {"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
         async def replaying() -> Message:
             if replay:
@@ -186,6 +189,10 @@ class RequestGuard:
             return await receive()
 
         return replaying
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request body was complete."""
 
 
 async def _refuse(exc: SwitchboardError, scope: Scope, receive: Receive, send: Send) -> None:

@@ -227,3 +227,25 @@ def test_a_webhook_nested_deeper_than_64_is_refused_and_64_is_readable_over_the_
         r = httpx2.post(f"{live.url}/api/v1/agent/tools/{tool}", json={"id": tid},
                         headers={"Authorization": f"Bearer {live.world.token}"})
         assert r.status_code == 200 and not r.json()["isError"], r.text
+
+
+@pytest.mark.parametrize("path", ["/api/v1/agent/tools/whoami", "/api/v1/agent/permission", "/mcp"])
+def test_a_client_leaving_mid_body_leaves_no_traceback(live: LiveApp, caplog: pytest.LogCaptureFixture,
+                                                        path: str) -> None:
+    # Found by a break-it review: each such request logged two ~80-line tracebacks.
+    import logging
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(live.url)
+    caplog.set_level(logging.INFO)
+    with socket.create_connection((parts.hostname, parts.port), timeout=5) as sock:
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {live.world.token}\r\n"
+                      "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                      "Content-Length: 100\r\n\r\n{").encode())
+        time.sleep(0.3)
+    time.sleep(1.0)
+    assert httpx2.get(f"{live.url}/api/v1/health", timeout=10).status_code == 200
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
