@@ -343,3 +343,24 @@ def test_humans_and_projects_are_listed(env: dict[str, str]) -> None:
     [acme] = cli(env, "project", "list")["projects"]
     assert acme["owners"] == ["alice"] and acme["sources"] == [{"id": source["id"], "provider": "github"}]
     assert "owners alice; 1 source(s)" in run(env, "project", "list").stdout
+
+
+def test_titles_and_cli_text_carry_no_terminal_escapes_or_bidi_overrides(live: LiveApp) -> None:
+    # Found by a break-it review: `esc2 \x1b[2J\x1b[31mRED` in an issue title cleared the
+    # operator's terminal in `todo list`, and an unknown sender's login did so in `quarantine list`.
+    env = cli_env(live.world.settings.home)
+    data = json.loads(_issue(number=31))
+    data["issue"]["title"] = "esc2 \x1b[2J\x1b[31mRED \u202eevil\u202c"
+    body = json.dumps(data).encode()
+    live.post_hook(body, github_headers(body, live.world.secret))
+    stranger = json.loads(_issue(number=32, sender="5550099"))
+    stranger["sender"]["login"] = "evil\x1b[1;31mROOT\x1b[0m"
+    stranger_body = json.dumps(stranger).encode()
+    live.post_hook(stranger_body, github_headers(stranger_body, live.world.secret))
+    db = _db(live)
+    [(title,)] = wait_for(lambda: _sql(db, "select title from todos where title like '%esc2%'"))
+    assert "\x1b" not in title and "\u202e" not in title and "RED" in title
+    wait_for(lambda: cli(env, "quarantine", "list")["deliveries"])
+    for args in (("todo", "list"), ("quarantine", "list"), ("delivery", "list")):
+        out = run(env, *args)
+        assert out.returncode == 0 and "\x1b" not in out.stdout and "\u202e" not in out.stdout, args

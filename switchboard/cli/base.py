@@ -21,6 +21,7 @@ import click
 from switchboard import __version__
 from switchboard.config import LOG_LEVELS, Settings
 from switchboard.errors import ConfigError, SwitchboardError
+from switchboard.text import readable
 
 
 def fail(code: str, message: str, status: int, as_json: bool = False) -> NoReturn:
@@ -39,7 +40,7 @@ def fail(code: str, message: str, status: int, as_json: bool = False) -> NoRetur
     if as_json:
         click.echo(json.dumps({"error": {"code": code, "message": message}}))
     else:
-        click.echo(f"error {code}: {message}", err=True)
+        click.echo(readable(f"error {code}: {message}", multiline=True), err=True)
     sys.exit(status)
 
 
@@ -93,8 +94,13 @@ def open_hub(migrate: bool = False) -> Any:
 
 
 def emit(as_json: bool, data: dict[str, Any], text: str) -> None:
-    """Print a command's result: ``data`` as indented JSON with ``--json``, else ``text``."""
-    click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+    """Print a command's result: ``data`` as indented JSON with ``--json``, else ``text``.
+
+    The text is shown without terminal escapes, bidi overrides or invisible characters
+    (:func:`switchboard.text.readable`): it quotes untrusted text (titles, prompts, sender
+    names) that must not rewrite the operator's terminal. JSON escapes controls by itself.
+    """
+    click.echo(json.dumps(data, indent=2, default=str) if as_json else readable(text, multiline=True))
 
 
 def admin(fn: Callable[..., tuple[dict[str, Any], str]]) -> Callable[..., None]:

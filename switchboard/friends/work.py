@@ -25,6 +25,7 @@ from switchboard.intake.untrusted import screen_texts
 from switchboard.models import Agent, Grant, Human, Project
 from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
+from switchboard.text import readable
 
 MAX_TITLE_CHARS = 300
 MAX_BODY_CHARS = 20_000
@@ -54,7 +55,7 @@ def create(session: Session, clock: Clock, key_ring: Any, *, agent_id: str, proj
     directory.check_name("queue", queue)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")
-    line = " ".join(str(title).split())
+    line = readable(str(title))  # one line, nothing hidden (bidi, controls): DESIGN.md §5
     if not line or len(line) > MAX_TITLE_CHARS:
         raise InvalidArgument(f"title must be 1-{MAX_TITLE_CHARS} characters on one line")
     if body is not None and len(body) > MAX_BODY_CHARS:

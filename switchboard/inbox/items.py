@@ -26,6 +26,7 @@ from switchboard.feed import events as feed
 from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Human, InboxItem, Project
 from switchboard.queue.todos import iso, resolve_projects
+from switchboard.text import readable
 
 MAX_TITLE_CHARS = 300
 MAX_BODY_CHARS = 20_000
@@ -50,7 +51,7 @@ def one_line(kind: str, text: str, limit: int) -> str:
         InvalidArgument: empty, longer than ``limit`` characters, or holding a ``<channel>`` tag
             (titles reach other agents' contexts through trailers: DESIGN.md §5).
     """
-    line = " ".join(str(text).split())
+    line = readable(str(text))  # one line, nothing hidden (bidi, controls): DESIGN.md §5
     if not line or len(line) > limit:
         raise InvalidArgument(f"{kind} must be 1-{limit} characters on one line")
     if breaks_channel(line):

@@ -13,12 +13,16 @@ through the same two rules as deliveries, in the same order:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from switchboard.errors import InvalidArgument
 from switchboard.intake import secrets as secret_rules
 from switchboard.intake.channel_break import check_text, find_break
+from switchboard.text import readable
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,34 @@ def screen_texts(texts: Mapping[str, str | None], *, joined: str | None = None) 
         InvalidArgument: a field (or the joined rendering) could open or close a ``<channel>``
             tag; the message names the field, never the text.
     """
-    present = {k: v for k, v in texts.items() if v is not None}
+    # Nothing a reader cannot see (bidi overrides, zero widths, terminal escapes): what the
+    # human approves is what the agent will run (switchboard.text).
+    present = {k: readable(v, multiline=True) for k, v in texts.items() if v is not None}
     found = find_break(present)
     if found is not None:
         raise InvalidArgument(f"{found.path.removeprefix('$.') or 'text'} must not contain a <channel> tag")
     if joined is not None and check_text(joined) is not None:
         raise InvalidArgument("the fields joined together must not contain a <channel> tag")
-    redaction = secret_rules.redact(present)
+    found = secret_rules.find(present)
+    for text in present.values():
+        # Claude Code's input_preview is the tool input as JSON text: the key-name rules
+        # (``api_key``, ``password``...) apply to its fields as to a webhook payload's.
+        parsed = _json_container(text)
+        if parsed is not None:
+            found += [dataclasses.replace(f, path=None) for f in secret_rules.find(parsed) if f.path is not None]
+    redaction = secret_rules.redact(present, found)
     out: dict[str, str | None] = {k: None for k in texts}
     out.update(redaction.payload)
     return ScreenedTexts(out, redaction.refs)
+
+
+def _json_container(text: str) -> Any:
+    """``text`` parsed when it is a JSON object or array (else ``None``)."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    return value if isinstance(value, (dict, list)) else None

@@ -18,7 +18,6 @@ within the last :data:`RING_BASE_SECONDS` (issue 10 item 5).
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -29,24 +28,15 @@ from sqlmodel import Session
 from switchboard.clock import Clock
 from switchboard.models import AgentSession, Grant, Project, Source, Todo
 from switchboard.notify import sessions
+from switchboard.text import readable
 
 _META_VALUE = re.compile(r"[^A-Za-z0-9_.:/#@+=-]")
 META_KEYS = ("todo_id", "project", "queue", "kind", "provider")
-# Invisible code points outside the Cf/Cc/Co/Cs/Zl/Zp categories: fillers, the combining
-# grapheme joiner, variation selectors, the Mongolian vowel separator.
-_INVISIBLE = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x034F, 0x180E, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
 
 
 def visible_text(text: str) -> str:
-    """``text`` as one line without invisible or bidi characters.
-
-    Drops format characters (Cf: bidi embeddings, overrides and isolates such as U+202E, zero
-    widths, soft hyphen, tag characters), controls, private-use and surrogate code points, line
-    and paragraph separators and the invisible fillers; runs of whitespace become one space.
-    """
-    kept = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Cc", "Co", "Cs", "Zl", "Zp")
-                   and ord(ch) not in _INVISIBLE or ch in "\t\n\r")
-    return " ".join(kept.split())
+    """``text`` as one line without invisible or bidi characters (:func:`switchboard.text.readable`)."""
+    return readable(text)
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from switchboard.errors import MalformedPayload
 from switchboard.intake.json_shape import MAX_DEPTH, depth_of_text
+from switchboard.text import readable
 
 TITLE_MAX_CHARS = 200
 _SPACE = re.compile(r"\s+")
 
 
 def one_line(text: object, limit: int = TITLE_MAX_CHARS) -> str:
-    """Collapse whitespace (newlines included) and cut to ``limit`` characters with ``…``."""
-    line = _SPACE.sub(" ", str(text)).strip()
+    """Collapse whitespace (newlines included), drop what a reader cannot see (bidi, controls:
+    :func:`switchboard.text.readable`) and cut to ``limit`` characters with ``…``."""
+    line = _SPACE.sub(" ", readable(str(text))).strip()
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 

@@ -91,6 +91,25 @@ def test_long_texts_are_cut_with_a_marker_and_secrets_become_refs(world: World) 
         hub.close()
 
 
+def test_prompt_texts_show_what_will_run_and_json_secret_fields_become_refs(world: World) -> None:
+    # Found by a break-it review: a right-to-left override displayed `; rm -rf ~ #` reversed in the
+    # UI, a terminal escape rewrote the CLI's line, and `"api_key": "..."` in the preview stayed.
+    hub = _hub(world)
+    try:
+        item, _ = _relay(hub, world, tool_name="Ba\u202esh\u202c",
+                         description="List files \u202eeliF\u202c safe\u200b\x1b[2K\r(harmless)",
+                         input_preview='{"command": "ls \u2066\u202e; rm -rf ~ #\u202c\u2069 -la",\n'
+                                       ' "api_key": "abcd1234efgh5678ijkl"}')
+        shown = " ".join(str(item[k]) for k in ("title", "tool_name", "body", "input_preview"))
+        for hidden in ("\u202e", "\u202c", "\u2066", "\u2069", "\u200b", "\x1b", "\r"):
+            assert hidden not in shown, repr(hidden)
+        assert item["tool_name"] == "Bash" and item["body"] == "List files eliF safe[2K(harmless)"
+        assert "; rm -rf ~ # -la" in item["input_preview"] and "\n" in item["input_preview"]  # lines kept
+        assert "abcd1234efgh5678ijkl" not in item["input_preview"] and "[secret ref=sec_" in item["input_preview"]
+    finally:
+        hub.close()
+
+
 def test_a_decision_writes_one_verdict_event_for_the_relaying_session(world: World) -> None:
     hub = _hub(world)
     try:
