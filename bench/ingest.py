@@ -93,10 +93,12 @@ def _request(path: str, body: bytes, headers: dict[str, str]) -> bytes:
 
 
 def github_requests(path: str, n: int) -> list[bytes]:
-    """``n`` verified 5 KB GitHub ``issues`` deliveries with unique delivery ids."""
+    """``n`` verified 5 KB GitHub ``issues`` deliveries with unique delivery ids and bodies
+    (an identical body is a duplicate by its digest, whatever its delivery id: issue 12 #7)."""
     out = []
     for i in range(n):
-        payload = {"action": "opened", "issue": {"number": i, "title": f"Bench issue {i}", "body": ""},
+        payload = {"action": "opened", "issue": {"number": i, "node_id": uuid.uuid4().hex,
+                                                 "title": f"Bench issue {i}", "body": ""},
                    "repository": {"full_name": "acme/api"}, "sender": {"id": 21031067, "login": "octo"}}
         pad = 5120 - len(json.dumps(payload))
         payload["issue"]["body"] = "x" * pad
@@ -113,7 +115,7 @@ def discord_requests(path: str, n: int) -> list[bytes]:
     key = Ed25519PrivateKey.from_private_bytes(SEED)
     out = []
     for i in range(n):
-        body = json.dumps({"id": str(10**17 + i), "type": 2, "application_id": "1",
+        body = json.dumps({"id": str(10**17 + uuid.uuid4().int % 10**17), "type": 2, "application_id": "1",
                            "member": {"user": {"id": "80351110224678912", "username": "nelly"}},
                            "data": {"name": "review", "options": [{"name": "pr", "value": i}]}}).encode()
         ts = str(int(time.time()))
