@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
-from switchboard.intake.vault import SealedBytes
+from switchboard.sealing.columns import SealedBytes
 from switchboard.models.base import json_column, new_id, time_column
 
 FRIEND_STATUSES = ("pending", "approved", "declined", "expired")

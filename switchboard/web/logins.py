@@ -138,7 +138,7 @@ def cookie_key(settings: Settings) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    from switchboard.intake.vault import load_key_ring
+    from switchboard.sealing.keys import load_key_ring
 
     ring = load_key_ring(settings)
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,

@@ -12,7 +12,7 @@ from switchboard.config import Settings
 from switchboard.db import alembic_config, upgrade
 from switchboard.hub import Hub
 from switchboard.intake import vault
-from switchboard.intake.sealed_text import PREFIX, key_id_of
+from switchboard.sealing.text import PREFIX, key_id_of
 from tests.conftest import CASES, LiveApp, World, github_headers, serve_in_thread
 
 
