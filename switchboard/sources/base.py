@@ -1,9 +1,7 @@
-"""Source adapters: one module per provider (DESIGN.md §4, §6.1).
+"""What every adapter shares: :class:`Envelope`, :class:`Sender`, the :class:`SourceAdapter`
+protocol and the :class:`BaseSource` defaults (DESIGN.md §4, §6.1).
 
-An adapter is framework-free: it verifies raw bytes with a scheme from
-:mod:`switchboard.verifiers`, parses the verified body into an :class:`Envelope`, names the
-dedup key and the sender, and gives the handshake reply a provider requires. The receiver and
-the processing job are thin shells around it.
+Provider modules import this module, never the package (whose registry imports them).
 """
 
 from __future__ import annotations
@@ -174,40 +172,3 @@ class BaseSource:
             raise InvalidArgument(f"{self.secret_help} must be at most {max_chars} characters")
         if not all(0x20 < ord(c) < 0x7F for c in secret):
             raise InvalidArgument(f"{self.secret_help} must be printable ASCII without spaces")
-
-
-PROVIDERS = ("github", "gitea", "forgejo", "gitlab", "slack", "discord", "teams", "mattermost", "telegram",
-             "standard_webhooks")
-"""Every provider a source can be configured for (``switchboard source add --provider``)."""
-
-
-def adapter_for(provider: str) -> SourceAdapter:
-    """Return the adapter for ``provider``.
-
-    Raises:
-        InvalidArgument: unknown provider.
-    """
-    from switchboard.sources import (
-        discord,
-        gitea,
-        github,
-        gitlab,
-        mattermost,
-        slack,
-        standard_webhooks,
-        teams,
-        telegram,
-    )
-
-    adapters: dict[str, SourceAdapter] = {
-        "github": github.ADAPTER, "gitea": gitea.GITEA, "forgejo": gitea.FORGEJO, "gitlab": gitlab.ADAPTER,
-        "slack": slack.ADAPTER, "discord": discord.ADAPTER, "teams": teams.ADAPTER,
-        "mattermost": mattermost.ADAPTER, "telegram": telegram.ADAPTER,
-        "standard_webhooks": standard_webhooks.ADAPTER,
-    }
-    try:
-        return adapters[provider]
-    except KeyError:
-        raise InvalidArgument(
-            f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}"
-        ) from None

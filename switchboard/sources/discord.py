@@ -21,7 +21,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import get, join_title, label, load_json_object, one_line, text
 from switchboard.verifiers import discord_signature
 

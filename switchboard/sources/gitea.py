@@ -18,7 +18,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedRequest
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import (
     get,
     host_of,

@@ -20,7 +20,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload, MalformedRequest
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import (
     TITLE_MAX_CHARS,
     is_form,

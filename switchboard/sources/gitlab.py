@@ -26,7 +26,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import (
     get,
     host_of,

@@ -18,7 +18,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import BaseSource, Envelope, Sender
 from switchboard.sources.bodies import is_form, join_title, load_form, load_json_object, text
 from switchboard.verifiers import SignatureMissing, shared_token
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import SOURCE_SENDER, BaseSource, Envelope, Sender
+from switchboard.sources.base import SOURCE_SENDER, BaseSource, Envelope, Sender
 from switchboard.sources.bodies import load_json_object, one_line, text
 from switchboard.verifiers import standard_webhooks
 

@@ -22,7 +22,7 @@ from switchboard import directory, refusals
 from switchboard.errors import NotFound
 from switchboard.models import Agent, Delivery, Grant, Source, SourceSecret, Token
 from switchboard.sources import PROVIDERS, adapter_for
-from switchboard.web.ui import bp, hub, owned_project, write_session
+from switchboard.web.ui.base import bp, hub, owned_project, write_session
 
 RECENT_DELIVERIES = 10
 

@@ -27,7 +27,7 @@ from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Delivery, FeedEvent, Grant, Human, ProjectOwner, Todo
 from switchboard.queue import todos
 from switchboard.sources.github import one_line
-from switchboard.web.ui import bp, hub, owned_project, write_session
+from switchboard.web.ui.base import bp, hub, owned_project, write_session
 
 FEED_PAGE = 50
 TODO_PAGE = 100
