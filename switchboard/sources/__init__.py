@@ -14,9 +14,18 @@ the processing job are thin shells around it.
 from __future__ import annotations
 
 from switchboard.errors import InvalidArgument
-from switchboard.sources.base import SOURCE_SENDER, BaseSource, Envelope, Sender, SourceAdapter
+from switchboard.sources.base import (
+    NO_OPTIONS,
+    SOURCE_SENDER,
+    BaseSource,
+    Envelope,
+    Sender,
+    SourceAdapter,
+    SourceOptions,
+)
 
-__all__ = ["PROVIDERS", "SOURCE_SENDER", "BaseSource", "Envelope", "Sender", "SourceAdapter", "adapter_for"]
+__all__ = ["NO_OPTIONS", "PROVIDERS", "SOURCE_SENDER", "BaseSource", "Envelope", "Sender", "SourceAdapter",
+           "SourceOptions", "adapter_for"]
 
 
 PROVIDERS = ("github", "gitea", "forgejo", "gitlab", "slack", "discord", "teams", "mattermost", "telegram",

@@ -65,6 +65,30 @@ class Envelope:
         return f"{self.event}.{self.action}" if self.action else self.event
 
 
+@dataclass(frozen=True)
+class SourceOptions:
+    """The per-source settings a verifier may need, read from the ``sources`` row.
+
+    Every adapter's :meth:`SourceAdapter.verify` takes them, so the receiver calls one
+    signature for every provider; an adapter ignores the options that are not its own.
+
+    Attributes:
+        allow_legacy_sha1: GitHub only: also accept a request carrying only the legacy
+            ``X-Hub-Signature`` (SHA-1) when no ``X-Hub-Signature-256`` is sent.
+    """
+
+    allow_legacy_sha1: bool = False
+
+    @classmethod
+    def of(cls, source: Any) -> SourceOptions:
+        """The options of a ``Source`` row (or anything with the same attributes)."""
+        return cls(allow_legacy_sha1=bool(getattr(source, "allow_legacy_sha1", False)))
+
+
+NO_OPTIONS = SourceOptions()
+"""Defaults: what a source added without options has."""
+
+
 SOURCE_SENDER = "@source"
 """External id an adapter uses when the sender is the source itself (Standard Webhooks): the
 processing job replaces it with the source's id, so a human vouches for one source."""
@@ -77,8 +101,20 @@ class SourceAdapter(Protocol):
     generates_secret: bool
     """True when Switchboard may generate the secret; False when the provider issues it."""
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
-        """Verify ``body`` (exact bytes) with ``headers`` (lower-case names); raise on failure."""
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
+        """Verify ``body`` (exact bytes) with ``headers`` (lower-case names); raise on failure.
+
+        Args:
+            body: The raw request body, exactly as received.
+            headers: Request headers with lower-case names.
+            secrets: Every currently valid secret of the source (rotation: any may match).
+            clock: For schemes with a timestamp window.
+            options: The source's own settings (:class:`SourceOptions`).
+
+        Raises:
+            VerificationFailed: missing, malformed or mismatched signature, or a stale timestamp.
+        """
         ...
 
     def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
