@@ -25,13 +25,12 @@ from sqlalchemy import or_, select
 from sqlmodel import Session
 
 from switchboard import directory
-from switchboard.clock import Clock
+from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, HumanApprovalRequired, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.inbox import permissions
 from switchboard.inbox.items import one_line, resolve
 from switchboard.models import Agent, FriendRequest, Friendship, Grant, Human, InboxItem, Project
-from switchboard.queue.todos import iso
 
 MAX_QUEUES = 20
 MAX_REASON_CHARS = 2_000

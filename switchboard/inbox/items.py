@@ -21,12 +21,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
-from switchboard.clock import Clock
+from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Human, InboxItem, Project
-from switchboard.queue.todos import iso, resolve_projects
+from switchboard.scope import resolve_projects
 
 MAX_TITLE_CHARS = 300
 MAX_BODY_CHARS = 20_000
