@@ -45,7 +45,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import TypeAdapter
 from sqlalchemy import update
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -64,13 +64,13 @@ def setup(settings: Settings, events: int) -> tuple[str, Caller]:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            acme, beta = directory.add_project(s, "acme"), directory.add_project(s, "beta")
-            agent = directory.add_agent(s, "bench", "alice")
-            directory.grant(s, "bench", "acme", "work")
-            directory.grant(s, "bench", "beta", "work")
-            token = directory.vend_token(s, "bench")
-            grants = directory.grants_of(s, agent.id)
+            admin.add_human(s, "alice")
+            acme, beta = admin.add_project(s, "acme"), admin.add_project(s, "beta")
+            agent = admin.add_agent(s, "bench", "alice")
+            admin.grant(s, "bench", "acme", "work")
+            admin.grant(s, "bench", "beta", "work")
+            token = admin.vend_token(s, "bench")
+            grants = admin.grants_of(s, agent.id)
             subscriptions.subscribe(s, hub.clock, agent.id, grants, ["question.answered"])
             subscriptions.subscribe(s, hub.clock, agent.id, grants, ["approval.decided"], "beta")
         for start in range(0, events, 1000):

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlmodel import Session
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, HumanApprovalRequired, InvalidArgument, NotFound
 from switchboard.feed import events as feed
@@ -55,7 +55,7 @@ def _queues(session: Session, to_agent_id: str, queues: list[str]) -> list[dict[
         if not isinstance(entry, str) or entry.count("/") != 1:
             raise InvalidArgument("each queue is written project/queue, e.g. acme/reviews")
         project, queue = entry.split("/")
-        directory.check_name("queue", queue)
+        admin.check_name("queue", queue)
         pid = session.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
         works = pid is not None and session.execute(select(Grant.id).where(
             Grant.agent_id == to_agent_id, Grant.project_id == pid, Grant.role == "work")).first() is not None

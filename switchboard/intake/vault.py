@@ -229,7 +229,7 @@ def fetch_tool(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]
         NotFound: unknown ref, malformed ref, or a ref of a project the agent may not work on
             (the same error for all three).
     """
-    from switchboard import directory
+    from switchboard import admin
     from switchboard.feed import events as feed
     from switchboard.models import SecretRef
 
@@ -238,7 +238,7 @@ def fetch_tool(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]
     ring = load_key_ring(hub.settings)
     with hub.db.write() as session:
         record = session.get(SecretRef, ref) if _REF.fullmatch(ref) else None
-        grants = directory.grants_of(session, caller.agent_id)
+        grants = admin.grants_of(session, caller.agent_id)
         allowed = record is not None and hmac.compare_digest(grants.get(record.project_id, ""), "work")
         if record is None or not allowed:
             raise NotFound("no such secret ref")

@@ -28,7 +28,7 @@ import anyio
 import jsonschema
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import InvalidArgument, SwitchboardError
 from switchboard.feed import pages as feed_pages
 from switchboard.feed.events import KINDS as FEED_KINDS
@@ -116,7 +116,7 @@ def _whoami(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
         agent = s.get(Agent, caller.agent_id)
         human = s.get(Human, caller.human_id)
-        grants = directory.grants_of(s, caller.agent_id)
+        grants = admin.grants_of(s, caller.agent_id)
         projects = dict(s.execute(
             select(Project.id, Project.name).where(Project.id.in_(list(grants)))  # type: ignore[attr-defined]
         ).all())
@@ -135,7 +135,7 @@ def _render_whoami(r: dict[str, Any]) -> str:
 
 def _todo_list(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
-        grants = directory.grants_of(s, caller.agent_id)
+        grants = admin.grants_of(s, caller.agent_id)
         return todos.list_todos(s, grants, project=args.get("project"), queue=args.get("queue"),
                                 state=args.get("state"), limit=args.get("limit", 50))
 
@@ -151,7 +151,7 @@ def _render_todo_list(r: dict[str, Any]) -> str:
 
 def _todo_get(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
-        return todos.get(s, directory.grants_of(s, caller.agent_id), args["todo_id"])
+        return todos.get(s, admin.grants_of(s, caller.agent_id), args["todo_id"])
 
 
 def _render_todo_get(r: dict[str, Any]) -> str:
@@ -163,7 +163,7 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
     if "todo_id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
     with hub.db.write() as s:
-        grants = directory.grants_of(s, caller.agent_id)
+        grants = admin.grants_of(s, caller.agent_id)
         return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
                             project=args.get("project"), queue=args.get("queue"),
                             lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
@@ -183,7 +183,7 @@ def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, C
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         extra = {name: args[name] for name in names if name in args}
         with hub.db.write() as s:
-            grants = directory.grants_of(s, caller.agent_id)
+            grants = admin.grants_of(s, caller.agent_id)
             return op(s, hub.clock, caller.agent_id, grants, todo_id=args["todo_id"],
                       lease_token=args.get("lease_token"), session_key=caller.session_key, **extra)
 
@@ -213,7 +213,7 @@ _LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": leases.MAX_LEASE_S
 def _post(kind: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         with hub.db.write() as s:
-            return inbox.post(s, hub.clock, agent_id=caller.agent_id, grants=directory.grants_of(s, caller.agent_id),
+            return inbox.post(s, hub.clock, agent_id=caller.agent_id, grants=admin.grants_of(s, caller.agent_id),
                               kind=kind, project=args["project"], title=args["title"], body=args.get("body"),
                               options=args.get("options"), expires_in_seconds=args.get("expires_in_seconds"),
                               on_expiry=args.get("on_expiry"))
@@ -262,7 +262,7 @@ def _render_wait(r: dict[str, Any]) -> str:
 
 def _feed_read(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.write() if args.get("since") is None else hub.db.read() as s:
-        return feed_pages.read(s, caller.agent_id, directory.grants_of(s, caller.agent_id),
+        return feed_pages.read(s, caller.agent_id, admin.grants_of(s, caller.agent_id),
                                project=args.get("project"), kinds=args.get("kinds"), since=args.get("since"),
                                limit=args.get("limit", feed_pages.DEFAULT_LIMIT))
 
@@ -275,7 +275,7 @@ def _render_feed(r: dict[str, Any]) -> str:
 
 def _subscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.write() as s:
-        return subscriptions.subscribe(s, hub.clock, caller.agent_id, directory.grants_of(s, caller.agent_id),
+        return subscriptions.subscribe(s, hub.clock, caller.agent_id, admin.grants_of(s, caller.agent_id),
                                        args["kinds"], args.get("project"))
 
 
@@ -601,7 +601,7 @@ def resolve_caller(hub: Hub, token: str | None) -> Caller:
         Unauthenticated: missing, unknown or revoked token.
     """
     with hub.db.read() as s:
-        agent = directory.authenticate(s, token)
+        agent = admin.authenticate(s, token)
         return Caller(agent.id, agent.name, agent.human_id)
 
 

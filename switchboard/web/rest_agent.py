@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.inbox import items as inbox
 from switchboard.intake import json_shape
 from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
@@ -159,7 +159,7 @@ def unsubscribe(subscription_id: str) -> Any:
 
 def _human_id() -> str:
     with _hub().db.read() as s:
-        return directory.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
+        return admin.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
 
 
 @bp.get("/human/inbox")

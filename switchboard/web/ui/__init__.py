@@ -15,7 +15,7 @@ answer as an unknown one). Actions call the same domain functions as the CLI and
 
 Pages: :mod:`.inbox`, :mod:`.work` (quarantine, todos, feed), :mod:`.setup` (sources, agents).
 
-Rule: imports the domain modules (``directory``, ``inbox``, ``queue``, ``intake``, ``feed``) and
+Rule: imports the domain modules (``admin``, ``inbox``, ``queue``, ``intake``, ``feed``) and
 :mod:`switchboard.web.logins`; imported only by :mod:`switchboard.web.flask_app`. A new page
 module imports :mod:`switchboard.web.ui.base`, adds routes to its ``bp``, and is added to the
 import below.

@@ -10,7 +10,7 @@ from flask import Blueprint, current_app, g, redirect, render_template, request,
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import SwitchboardError, Unauthenticated
 from switchboard.models import Project
 from switchboard.web import logins
@@ -41,7 +41,7 @@ def _guard() -> Any:
         with hub().db.read() as s:
             human = logins.authenticate(s, hub().clock, session.get("sid"))
             g.human = human
-            g.owned = directory.owned_projects(s, human.id)
+            g.owned = admin.owned_projects(s, human.id)
             g.projects = dict(s.execute(select(Project.id, Project.name).where(
                 Project.id.in_(g.owned)).order_by(Project.name)).all()) if g.owned else {}  # type: ignore[attr-defined]
     except Unauthenticated:
