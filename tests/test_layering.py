@@ -165,6 +165,18 @@ def test_relative_imports_resolve_against_the_module() -> None:
     assert _imports(ast.parse("from . import x\n"), "switchboard.queue", True) == [("switchboard.queue", ["x"])]
 
 
+def test_no_module_imports_a_private_module_of_a_dependency() -> None:
+    """``httpx2._sse`` and the like can change in any release; use what the package exports."""
+    private = []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for module, _ in _imports(tree, name, path.name == "__init__.py"):
+            parts = module.split(".")
+            if parts[0] not in ("switchboard", "__future__") and any(p.startswith("_") for p in parts):
+                private.append(f"{name}: {module}")
+    assert not private, "private modules of dependencies imported:\n" + "\n".join(private)
+
+
 def test_no_module_is_over_500_lines() -> None:
     long = {name: n for name, path in _modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES and name not in DEFERRED_LONG}

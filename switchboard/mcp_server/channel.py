@@ -43,7 +43,7 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import mcp_types as types
-from httpx2._sse import EventSource
+from httpx2 import EventSource  # public API (httpx2 exports it; derived from httpx-sse)
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
