@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from switchboard import admin as admin_ops
-
 from switchboard import revocation
 from switchboard.cli.base import admin, main, open_hub
 

@@ -87,7 +87,7 @@ def source_rotate_secret(source_id: str, keep_old_for: str, secret: str | None) 
     hub = open_hub()
     keep = admin_ops.parse_duration(keep_old_for)
     with hub.db.write() as s:
-        row, value = admin_ops.rotate_secret(s, source_id, hub.clock.now(), keep, secret)
+        _row, value = admin_ops.rotate_secret(s, source_id, hub.clock.now(), keep, secret)
     until = hub.clock.now() + keep
     data: dict[str, Any] = {"id": source_id, "old_valid_until": until.isoformat()}
     text = f"source {source_id}: old secret valid until {until.isoformat()}"
