@@ -9,7 +9,7 @@ Set-up: SQLite (embedded default), one agent with work on two projects, one unsc
 scoped subscription, ``--events`` feed events (todos) and 200 already-delivered answers, so the
 trailer's probe has real rows to skip. Nothing is pending during the timed calls.
 
-1. ``whoami`` in the hub (``tools.call_tool``), alternating with and without the trailer: median
+1. ``whoami`` in the hub (``calls.call_tool``), alternating with and without the trailer: median
    per call and the ratio (goal: the trailer adds at most 10 %).
 2. The same over ``/mcp`` (Streamable HTTP, real MCP client, raw results): median round trip
    with the trailer (what an agent pays end to end) beside the hub-side figures.
@@ -50,7 +50,8 @@ from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.inbox import items as inbox
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.models import Todo
 from switchboard.notify import subscriptions, trailer
 from switchboard.queue import todos

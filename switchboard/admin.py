@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 import secrets as pysecrets
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session

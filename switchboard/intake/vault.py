@@ -67,7 +67,7 @@ from switchboard.sealing.records import RECORD_VERSION, open_record, seal
 if TYPE_CHECKING:
     from switchboard.hub import Hub
     from switchboard.intake.secrets import MintedRef
-    from switchboard.mcp_server.tools import Caller
+    from switchboard.mcp_server.specs import Caller
 
 __all__ = [
     "BODY_MAGIC", "FETCHES_PER_WINDOW", "FETCH_WINDOW_SECONDS", "KEY_BYTES", "KEY_FILE", "LIMITER", "NONCE_BYTES",

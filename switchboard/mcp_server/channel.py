@@ -51,8 +51,8 @@ from pydantic import BaseModel, ConfigDict
 
 from switchboard import __version__
 from switchboard.mcp_server import relay_adapter
+from switchboard.mcp_server.calls import error_text
 from switchboard.mcp_server.hub_server import to_call_tool_result, tool_definitions, trailer_middleware
-from switchboard.mcp_server.tools import error_text
 from switchboard.models.base import new_id
 from switchboard.queue.leases import DEFAULT_LEASE_SECONDS
 

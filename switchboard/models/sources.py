@@ -9,9 +9,9 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
+from switchboard.models.base import json_column, new_id, time_column
 from switchboard.sealing.columns import SealedBytes
 from switchboard.sealing.text import SealedText
-from switchboard.models.base import json_column, new_id, time_column
 
 
 class Source(SQLModel, table=True):

@@ -66,7 +66,7 @@ def authenticate_any(hub: Hub, authorization: str | None) -> dict[str, str]:
     from sqlalchemy import select
 
     from switchboard import admin
-    from switchboard.mcp_server.tools import bearer
+    from switchboard.mcp_server.callers import bearer
     from switchboard.models import HumanToken, Token
 
     token = bearer(authorization)

@@ -36,7 +36,7 @@ from switchboard import admin
 from switchboard.errors import InvalidArgument, SwitchboardError, Unauthenticated
 from switchboard.feed.bell import BELL, POLL_SECONDS
 from switchboard.feed.events import settled
-from switchboard.mcp_server.tools import bearer
+from switchboard.mcp_server.callers import bearer
 from switchboard.models import FeedEvent
 from switchboard.web import logins
 from switchboard.web.problems import from_error

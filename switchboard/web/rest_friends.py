@@ -31,7 +31,8 @@ from flask import Blueprint, current_app, jsonify, request
 from switchboard import admin
 from switchboard.errors import InvalidArgument
 from switchboard.friends import requests as friends
-from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
+from switchboard.mcp_server.callers import bearer, resolve_caller
+from switchboard.mcp_server.calls import invoke
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub

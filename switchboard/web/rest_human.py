@@ -26,7 +26,7 @@ from switchboard import admin
 from switchboard.errors import InvalidArgument, NotFound
 from switchboard.intake import json_shape
 from switchboard.intake.channel_break import breaks_channel
-from switchboard.mcp_server.tools import bearer
+from switchboard.mcp_server.callers import bearer
 from switchboard.models import Project, Todo
 from switchboard.queue import todos
 from switchboard.sources.github import one_line

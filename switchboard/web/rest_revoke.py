@@ -23,7 +23,7 @@ from flask import Blueprint, current_app, jsonify, request
 from switchboard import admin, revocation
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
-from switchboard.mcp_server.tools import bearer
+from switchboard.mcp_server.callers import bearer
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub

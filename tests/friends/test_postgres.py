@@ -12,7 +12,8 @@ from switchboard import admin
 from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.inbox import chat_verdicts, items, permissions
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.models import AgentEvent, InboxItem
 from tests.conftest import configure
 from tests.services import fresh_postgres_database

@@ -17,7 +17,8 @@ from switchboard.errors import NotFound
 from switchboard.hub import Hub
 from switchboard.inbox import items, permissions
 from switchboard.intake import vault
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.models import InboxItem, SecretRef, Todo
 from tests.conftest import LiveApp, World
 

@@ -12,7 +12,8 @@ from sqlalchemy import select, text
 from switchboard import admin
 from switchboard.hub import Hub
 from switchboard.intake import vault
-from switchboard.mcp_server.tools import call_tool, resolve_caller
+from switchboard.mcp_server.callers import resolve_caller
+from switchboard.mcp_server.calls import call_tool
 from switchboard.models import Delivery, FeedEvent, SecretRef, Todo
 from switchboard.notify.wakes import wake_for
 from switchboard.queue.jobs import process_delivery

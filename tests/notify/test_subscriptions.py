@@ -5,7 +5,8 @@ from __future__ import annotations
 from switchboard import admin
 from switchboard.feed.events import append
 from switchboard.hub import Hub
-from switchboard.mcp_server.tools import call_tool, resolve_caller
+from switchboard.mcp_server.callers import resolve_caller
+from switchboard.mcp_server.calls import call_tool
 from tests.conftest import World
 
 

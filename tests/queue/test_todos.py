@@ -7,7 +7,8 @@ import pytest
 from switchboard import admin
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.queue import leases, todos
 
 def _ids(hub: Hub) -> tuple[str, str]:
