@@ -59,6 +59,9 @@ def quarantine_release(delivery_id: str, as_human: str | None) -> tuple[dict[str
 
         d = s.get(Delivery, delivery_id)
         todo_id = d.todo_id if d else None
+        # A running hub's sweeper may have processed it first (process_delivery then had nothing
+        # to do): report what happened to it either way.
+        status = d.status if d else status
     return ({"id": delivery_id, "status": status, "todo_id": todo_id},
             f"delivery {delivery_id}: {status}" + (f", todo {todo_id}" if todo_id else ""))
 

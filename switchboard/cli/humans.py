@@ -27,6 +27,30 @@ def human_add(name: str) -> tuple[dict[str, Any], str]:
         return {"id": h.id, "name": h.name}, f"human {h.name} ({h.id})"
 
 
+@human.command("list")
+@admin
+def human_list() -> tuple[dict[str, Any], str]:
+    """List humans with their linked identities, agents and owned projects."""
+    from sqlalchemy import select
+
+    from switchboard.models import Agent, Human, Identity, Project, ProjectOwner
+
+    with open_hub().db.read() as s:
+        humans = s.execute(select(Human).order_by(Human.name)).scalars().all()
+        idents = s.execute(select(Identity.human_id, Identity.provider, Identity.login, Identity.external_id)).all()
+        agents = s.execute(select(Agent.human_id, Agent.name).order_by(Agent.name)).all()
+        owned = s.execute(select(ProjectOwner.human_id, Project.name)
+                          .join(Project, Project.id == ProjectOwner.project_id).order_by(Project.name)).all()
+    data = [{"id": h.id, "name": h.name,
+             "identities": [f"{p}:{login or ext}" for hid, p, login, ext in idents if hid == h.id],
+             "agents": [n for hid, n in agents if hid == h.id],
+             "projects": [n for hid, n in owned if hid == h.id]} for h in humans]
+    text = "\n".join(f"{d['name']} ({d['id']}): identities {', '.join(d['identities']) or 'none'}; "
+                     f"agents {', '.join(d['agents']) or 'none'}; owns {', '.join(d['projects']) or 'nothing'}"
+                     for d in data)
+    return {"humans": data}, text or "no humans"
+
+
 @human.command("token")
 @click.argument("name")
 @admin

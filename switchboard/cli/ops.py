@@ -112,8 +112,22 @@ def doctor(agent_name: str, wait_seconds: float, as_json: bool) -> None:
                     time.sleep(0.2)
         finally:
             hub.close()
+    fix = doorbell.VERDICTS[verdict]
+    hub_up = _hub_answers(hub.settings.public_url) if verdict == "no_session" else True
+    if not hub_up:  # the first thing to rule out: nothing can attach to a hub that is not running
+        fix = (f"first, the hub at {hub.settings.public_url} does not answer: start `switchboard serve` (or set "
+               f"SWITCHBOARD_PUBLIC_URL to where it runs); adapters attach within seconds of it starting. {fix}")
     data = {"agent": agent_name, "ring_id": rung["ring_id"], "sessions": rung["sessions"], "verdict": verdict,
-            "fix": doorbell.VERDICTS[verdict], "waiting_todos": waiting}
-    emit(as_json, data, f"{verdict}: {rung['sessions']} session(s) attached; {waiting} todo(s) waiting.\n"
-                         f"{doorbell.VERDICTS[verdict]}")
+            "fix": fix, "waiting_todos": waiting, "hub_answers": hub_up}
+    emit(as_json, data, f"{verdict}: {rung['sessions']} session(s) attached; {waiting} todo(s) waiting.\n{fix}")
     sys.exit(0 if verdict == "heard" else 1)
+
+
+def _hub_answers(public_url: str) -> bool:
+    """Whether ``GET {public_url}/api/v1/health`` answers 200 within 2 seconds."""
+    import httpx2
+
+    try:
+        return httpx2.get(f"{public_url.rstrip('/')}/api/v1/health", timeout=2.0).status_code == 200
+    except httpx2.HTTPError:
+        return False

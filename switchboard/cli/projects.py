@@ -29,6 +29,27 @@ def project_add(name: str, owners: tuple[str, ...]) -> tuple[dict[str, Any], str
         return {"id": p.id, "name": p.name, "owners": list(owners)}, f"project {p.name} ({p.id})"
 
 
+@project.command("list")
+@admin
+def project_list() -> tuple[dict[str, Any], str]:
+    """List projects with their owners and sources."""
+    from sqlalchemy import select
+
+    from switchboard.models import Human, Project, ProjectOwner, Source
+
+    with open_hub().db.read() as s:
+        projects = s.execute(select(Project).order_by(Project.name)).scalars().all()
+        owners = s.execute(select(ProjectOwner.project_id, Human.name)
+                           .join(Human, Human.id == ProjectOwner.human_id).order_by(Human.name)).all()
+        sources = s.execute(select(Source.project_id, Source.id, Source.provider)).all()
+    data = [{"id": p.id, "name": p.name, "owners": [n for pid, n in owners if pid == p.id],
+             "sources": [{"id": sid, "provider": prov} for pid, sid, prov in sources if pid == p.id]}
+            for p in projects]
+    text = "\n".join(f"{d['name']} ({d['id']}): owners {', '.join(d['owners']) or 'none'}; "
+                     f"{len(d['sources'])} source(s)" for d in data)
+    return {"projects": data}, text or "no projects"
+
+
 @project.command("owner")
 @click.argument("project_name")
 @click.argument("human_name")

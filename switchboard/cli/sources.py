@@ -36,14 +36,17 @@ def source() -> None:
 def source_add(project_name: str, provider: str, secret: str | None, queue: str,
                allow_legacy_sha1: bool, todo_events: str | None) -> tuple[dict[str, Any], str]:
     """Add a source; prints its id, webhook URL and (once) its secret."""
+    from switchboard.sources import routing
+
     if allow_legacy_sha1 and provider != "github":
         raise InvalidArgument("--allow-legacy-sha1 applies to GitHub sources only")
     hub = open_hub()
     with hub.db.write() as s:
         src, value = admin_ops.add_source(s, project_name, provider, secret, queue)
         src.allow_legacy_sha1 = allow_legacy_sha1
+        odd: list[str] = []
         if todo_events is not None:
-            admin_ops.set_todo_events(s, src.id, todo_events)
+            odd = routing.unfamiliar(provider, admin_ops.set_todo_events(s, src.id, todo_events))
     url = f"{hub.settings.public_url}/hooks/{src.id}"
     generated = secret is None
     text = f"source {src.id}\nwebhook URL: {url}\n" + (f"secret (shown once): {value}\n" if generated else "")
@@ -51,7 +54,10 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str,
         text += "content type: application/json (form-encoded also works)"
     else:
         text += "content type: as the provider sends it"
+    text += _unfamiliar_note(provider, odd)
     data = {"id": src.id, "url": url, "provider": provider, "queue": queue}
+    if odd:
+        data["unfamiliar_kinds"] = odd
     if generated:
         data["secret"] = value
     return data, text
@@ -71,9 +77,21 @@ def source_set(source_id: str, todo_events: str | None) -> tuple[dict[str, Any],
         stored = admin_ops.set_todo_events(s, source_id, todo_events)
         provider = admin_ops.source_by_id(s, source_id).provider
     shown = routing.effective(provider, stored)
-    data = {"id": source_id, "todo_events": shown, "todo_events_default": stored is None}
+    odd = routing.unfamiliar(provider, stored)
+    data = {"id": source_id, "todo_events": shown, "todo_events_default": stored is None, "unfamiliar_kinds": odd}
     return data, (f"source {source_id}: todos from {', '.join(shown) or 'no events'}"
-                  f"{' (default)' if stored is None else ''}")
+                  f"{' (default)' if stored is None else ''}" + _unfamiliar_note(provider, odd))
+
+
+def _unfamiliar_note(provider: str, odd: list[str]) -> str:
+    """A second line naming kinds that are none of ``provider``'s usual ones (maybe typos)."""
+    from switchboard.sources import routing
+
+    if not odd:
+        return ""
+    usual = ", ".join(sorted({e.split(".")[0] for e in routing.default_for(provider)}))
+    return (f"\nnote: {', '.join(odd)}: not among {provider}'s usual kinds ({usual}); check the spelling "
+            "(kinds are what `switchboard delivery list` shows)")
 
 
 @source.command("rotate-secret")
