@@ -2,6 +2,6 @@
 
 Rule: imports ``models``, ``feed``, ``scope``, ``notify.sessions``/``cursors`` and ``intake``'s pure checks;
 never ``friends`` or the hub: a kind whose decision reaches up registers an effect
-(:func:`switchboard.inbox.items.register_effects`, installed by :class:`switchboard.hub.Hub`).
+(:mod:`switchboard.inbox.effects`, installed by :class:`switchboard.hub.Hub`).
 Imported by ``mcp_server``, ``web``, ``cli``, ``friends``, ``queue.jobs`` (chat verdicts).
 """

@@ -14,7 +14,6 @@ Every function takes the caller's session and raises :class:`~switchboard.errors
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +23,7 @@ from sqlmodel import Session
 from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, InvalidArgument, NotFound
 from switchboard.feed import events as feed
+from switchboard.inbox import effects
 from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Human, InboxItem, Project
 from switchboard.scope import resolve_projects
@@ -42,31 +42,6 @@ _RESOLVED = {"question": "question.answered", "approval": "approval.decided",
              "permission": "permission.decided", "friend": "friend.decided"}
 _NOUNS = {"question": "Question", "approval": "Approval", "permission": "Permission prompt",
           "friend": "Friend request"}
-
-Effect = Callable[[Session, Clock, InboxItem], None]
-"""What deciding an item of one kind does besides the item itself (same transaction)."""
-_ON_DECIDED: dict[str, Effect] = {}
-_AFTER_RESOLVED: dict[str, Effect] = {}
-_KINDS_WITH_EFFECTS = ("permission", "friend")
-
-
-def register_effects(kind: str, *, on_decided: Effect | None = None, after_resolved: Effect | None = None) -> None:
-    """Install what resolving an item of ``kind`` also does.
-
-    The kinds that reach up (a permission verdict to the relaying session, a friendship from an
-    approved friend request) live in modules above this one; the composition root
-    (:class:`switchboard.hub.Hub`) installs them, so this module imports neither.
-
-    Args:
-        kind: An inbox item kind (``permission``, ``friend``).
-        on_decided: Runs when the item is decided, before its feed event (the verdict).
-        after_resolved: Runs after the item is resolved and flushed (any outcome).
-    """
-    if on_decided is not None:
-        _ON_DECIDED[kind] = on_decided
-    if after_resolved is not None:
-        _AFTER_RESOLVED[kind] = after_resolved
-
 
 def one_line(kind: str, text: str, limit: int) -> str:
     """``text`` with runs of whitespace folded to one space.
@@ -164,7 +139,7 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
         raise NotFound("no such inbox item")
     if item.status != "open":
         raise Conflict(f"the item is already {item.status}")
-    if item.kind in _KINDS_WITH_EFFECTS and item.kind not in _ON_DECIDED and item.kind not in _AFTER_RESOLVED:
+    if not effects.installed(item.kind):
         raise RuntimeError(f"no effects installed for {item.kind} items: build a Hub first")
     now = clock.now()
     if expired:
@@ -183,8 +158,8 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
             raise InvalidArgument(f"{'an approval' if item.kind == 'approval' else 'a ' + item.kind + ' item'} "
                                   "is decided: decision approve or deny")
         item.status, item.decision = "decided", decision
-        if item.kind in _ON_DECIDED:  # a permission verdict: one event for the relaying session (§6.5a)
-            _ON_DECIDED[item.kind](session, clock, item)
+        if item.kind in effects.ON_DECIDED:  # a permission verdict: one event for the relaying session (§6.5a)
+            effects.ON_DECIDED[item.kind](session, clock, item)
     if note is not None:
         if len(note) > MAX_ANSWER_CHARS:
             raise InvalidArgument(f"note must be at most {MAX_ANSWER_CHARS} characters")
@@ -199,8 +174,8 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
                         f"{_NOUNS[item.kind]} {what}: {item.title}", subject_id=item.id, data=data)
     item.resolved_event_id = item.seq = int(event.id or 0)
     session.flush()
-    if item.kind in _AFTER_RESOLVED:  # an approved friend request becomes a friendship
-        _AFTER_RESOLVED[item.kind](session, clock, item)
+    if item.kind in effects.AFTER_RESOLVED:  # an approved friend request becomes a friendship
+        effects.AFTER_RESOLVED[item.kind](session, clock, item)
     return view(item), item.agent_id
 
 
