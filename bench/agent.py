@@ -9,7 +9,7 @@ Set-up: SQLite (embedded default), one agent with work on two projects, one unsc
 scoped subscription, ``--events`` feed events (todos) and 200 already-delivered answers, so the
 trailer's probe has real rows to skip. Nothing is pending during the timed calls.
 
-1. ``whoami`` in the hub (``tools.call_tool``), alternating with and without the trailer: median
+1. ``whoami`` in the hub (``calls.call_tool``), alternating with and without the trailer: median
    per call and the ratio (goal: the trailer adds at most 10 %).
 2. The same over ``/mcp`` (Streamable HTTP, real MCP client, raw results): median round trip
    with the trailer (what an agent pays end to end) beside the hub-side figures.
@@ -45,12 +45,13 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import TypeAdapter
 from sqlalchemy import update
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.inbox import items as inbox
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.models import Todo
 from switchboard.notify import subscriptions, trailer
 from switchboard.queue import todos
@@ -64,13 +65,13 @@ def setup(settings: Settings, events: int) -> tuple[str, Caller]:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            acme, beta = directory.add_project(s, "acme"), directory.add_project(s, "beta")
-            agent = directory.add_agent(s, "bench", "alice")
-            directory.grant(s, "bench", "acme", "work")
-            directory.grant(s, "bench", "beta", "work")
-            token = directory.vend_token(s, "bench")
-            grants = directory.grants_of(s, agent.id)
+            admin.add_human(s, "alice")
+            acme, beta = admin.add_project(s, "acme"), admin.add_project(s, "beta")
+            agent = admin.add_agent(s, "bench", "alice")
+            admin.grant(s, "bench", "acme", "work")
+            admin.grant(s, "bench", "beta", "work")
+            token = admin.vend_token(s, "bench")
+            grants = admin.grants_of(s, agent.id)
             subscriptions.subscribe(s, hub.clock, agent.id, grants, ["question.answered"])
             subscriptions.subscribe(s, hub.clock, agent.id, grants, ["approval.decided"], "beta")
         for start in range(0, events, 1000):

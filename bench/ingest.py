@@ -63,7 +63,7 @@ def _port() -> int:
 
 
 def _configure(home: Path) -> tuple[str, str]:
-    from switchboard import directory
+    from switchboard import admin
     from switchboard.config import Settings
     from switchboard.db import upgrade
     from switchboard.hub import Hub
@@ -73,14 +73,14 @@ def _configure(home: Path) -> tuple[str, str]:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            directory.link_identity(s, "alice", "github", "21031067")
-            directory.link_identity(s, "alice", "discord", "80351110224678912")
-            directory.add_project(s, "acme")
-            gh, _ = directory.add_source(s, "acme", "github", GITHUB_SECRET, queue="bench")
-            dc, _ = directory.add_source(s, "acme", "discord", PUBLIC_KEY, queue="bench")
-            directory.add_agent(s, "claude1", "alice")
-            directory.grant(s, "claude1", "acme", "work")
+            admin.add_human(s, "alice")
+            admin.link_identity(s, "alice", "github", "21031067")
+            admin.link_identity(s, "alice", "discord", "80351110224678912")
+            admin.add_project(s, "acme")
+            gh, _ = admin.add_source(s, "acme", "github", GITHUB_SECRET, queue="bench")
+            dc, _ = admin.add_source(s, "acme", "discord", PUBLIC_KEY, queue="bench")
+            admin.add_agent(s, "claude1", "alice")
+            admin.grant(s, "claude1", "acme", "work")
         return gh.id, dc.id
     finally:
         hub.close()

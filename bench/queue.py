@@ -32,7 +32,7 @@ from contextlib import ExitStack
 
 from sqlalchemy import insert  # noqa: E402
 
-from switchboard import directory  # noqa: E402
+from switchboard import admin  # noqa: E402
 from switchboard.clock import utcnow  # noqa: E402
 from switchboard.config import Settings  # noqa: E402
 from switchboard.db import upgrade  # noqa: E402
@@ -49,11 +49,11 @@ def setup(settings: Settings, claimers: int) -> str:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            project = directory.add_project(s, "acme")
+            admin.add_human(s, "alice")
+            project = admin.add_project(s, "acme")
             for i in range(claimers):
-                directory.add_agent(s, f"w{i}", "alice")
-                directory.grant(s, f"w{i}", "acme", "work")
+                admin.add_agent(s, f"w{i}", "alice")
+                admin.grant(s, f"w{i}", "acme", "work")
             return project.id
     finally:
         hub.close()
@@ -90,8 +90,8 @@ def _claimer(settings: Settings, name: str, start: mp.Event, out: mp.Queue) -> N
     hub = Hub(settings, role="cli")
     n = 0
     with hub.db.read() as s:
-        agent_id = directory.agent_by_name(s, name).id
-        grants = directory.grants_of(s, agent_id)
+        agent_id = admin.agent_by_name(s, name).id
+        grants = admin.grants_of(s, agent_id)
         # Resolved once, as a long-running claimer does (issue 11), not on every claim.
         project_ids = resolve_projects(s, grants, "acme", need_work=True)
     start.wait()
@@ -135,8 +135,8 @@ def claim_latency(settings: Settings, project_id: str, samples: int = 300) -> tu
     times = []
     try:
         with hub.db.read() as s:
-            agent_id = directory.agent_by_name(s, "w0").id
-            grants = directory.grants_of(s, agent_id)
+            agent_id = admin.agent_by_name(s, "w0").id
+            grants = admin.grants_of(s, agent_id)
         for _ in range(samples):
             t0 = time.perf_counter()
             with hub.db.write() as s:

@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=400)
     args = parser.parse_args()
 
-    from switchboard import directory
+    from switchboard import admin
     from switchboard.config import Settings
     from switchboard.db import upgrade
     from switchboard.hub import Hub
@@ -44,8 +44,8 @@ def main() -> None:
     upgrade(settings)
     hub = Hub(settings, role="cli")
     with hub.db.write() as s:
-        directory.add_project(s, "bench")
-        source, _ = directory.add_source(s, "bench", "github", "bench-secret")
+        admin.add_project(s, "bench")
+        source, _ = admin.add_source(s, "bench", "github", "bench-secret")
         stamp = read_stamp(s.connection())
     writer = DeliveryWriter(hub, on_stored=lambda _id: None)
     counter = 0

@@ -39,3 +39,15 @@ class FixedClock:
 def utcnow() -> datetime:
     """Return the current time as an aware UTC datetime."""
     return datetime.now(timezone.utc)
+
+
+def iso(value: datetime | None) -> str | None:
+    """A UTC time as it appears on the wire (tools, REST, feed): ISO 8601 with ``Z``, or ``None``.
+
+    Args:
+        value: An aware UTC ``datetime`` (as models read them back), or ``None``.
+
+    Returns:
+        e.g. ``"2026-01-01T12:00:00.123456Z"``; ``None`` for ``None``.
+    """
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None

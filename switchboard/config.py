@@ -197,7 +197,7 @@ class Settings:
         port = integer("SWITCHBOARD_PORT", DEFAULT_PORT, 0, 65535)
         vault_keys = env.get("SWITCHBOARD_VAULT_KEYS", "").strip() or None
         if vault_keys is not None:
-            from switchboard.intake.vault import parse_key_ring
+            from switchboard.sealing.keys import parse_key_ring
 
             try:
                 parse_key_ring(vault_keys)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from switchboard.clock import Clock, SystemClock
 from switchboard.config import Settings
@@ -35,6 +35,7 @@ class Hub:
         self.settings = settings
         self.clock: Clock = clock or SystemClock()
         self.db = Database(settings)
+        install_inbox_effects()
         from switchboard.intake import vault
 
         vault.load_key_ring(settings)  # create or read the key ring now, not on the first delivery
@@ -54,8 +55,12 @@ class Hub:
         else:
             self.broker = LocalBroker(self.streams, self.inbox_waiters)
         if role == "serve":
+            from switchboard.queue import jobs  # not at import: the CLI builds a hub per command
+
             self.dispatcher: Dispatcher = (
-                RqDispatcher(settings.redis_url) if settings.redis_url else InlineDispatcher(self)
+                RqDispatcher(settings.redis_url) if settings.redis_url
+                else InlineDispatcher(lambda ids: jobs.process_batch(self, ids),
+                                      lambda delivery_id: jobs.process_or_record(self, delivery_id))
             )
         else:
             self.dispatcher = _NoDispatch()
@@ -99,13 +104,13 @@ class Hub:
         def loop() -> None:
             import time
 
-            from switchboard.queue.jobs import sweep
+            from switchboard.queue import jobs
 
             # At start, anything still 'received' may be left over from a crash: take it now.
             # (Another live server's fresh deliveries may be dispatched twice; processing only
             # takes a delivery that is still 'received', so that costs nothing.)
             try:
-                sweep(self, 0)
+                jobs.sweep(self, 0)
             except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds
@@ -115,7 +120,7 @@ class Hub:
                     self.reap()
                     maintain(self, now)
                     if now >= next_sweep:
-                        sweep(self, self.settings.sweep_grace_seconds)
+                        jobs.sweep(self, self.settings.sweep_grace_seconds)
                         next_sweep = now + self.settings.sweep_interval_seconds
                 except Exception:  # noqa: BLE001 - keep going; a database blip is transient
                     log.exception("maintenance pass failed")
@@ -228,6 +233,29 @@ def _flush_refusals(hub: Hub) -> None:
         log.warning("could not save refusal counts at shutdown")
 
 
+def install_inbox_effects() -> None:
+    """Wire the inbox kinds whose decision reaches up (:mod:`switchboard.inbox.effects`): a
+    permission verdict to the relaying session, a friendship from an approved friend request.
+
+    The modules are imported when an item of the kind is resolved, not here: every CLI
+    command builds a hub, and most never resolve an item (about 45 ms of imports saved).
+    """
+    from switchboard.inbox import effects
+
+    def permission_verdict(session: Any, clock: Any, item: Any) -> None:
+        from switchboard.inbox.permissions import verdict_event
+
+        verdict_event(session, clock, item)
+
+    def friend_decided(session: Any, clock: Any, item: Any) -> None:
+        from switchboard.friends.requests import on_item_resolved
+
+        on_item_resolved(session, clock, item)
+
+    effects.register("permission", on_decided=permission_verdict)
+    effects.register("friend", after_resolved=friend_decided)
+
+
 class _NoDispatch:
     def submit(self, delivery_id: str) -> None:
         raise RuntimeError("this process does not dispatch deliveries")
@@ -236,20 +264,4 @@ class _NoDispatch:
         pass
 
 
-_worker_hub: Hub | None = None
 _worker_lock = threading.Lock()
-
-
-def worker_hub() -> Hub:
-    """The hub of an rq worker process, built from the environment on first use."""
-    global _worker_hub
-    with _worker_lock:
-        if _worker_hub is None:
-            _worker_hub = Hub(Settings.from_env(), role="worker")
-        return _worker_hub
-
-
-def set_worker_hub(hub: Hub) -> None:
-    """Install the worker hub (``switchboard worker`` does this before starting rq)."""
-    global _worker_hub
-    _worker_hub = hub

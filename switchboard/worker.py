@@ -7,10 +7,47 @@ sweeper in ``serve`` re-dispatches deliveries still ``received``.
 
 from __future__ import annotations
 
+import threading
+
 from switchboard.config import Settings
 from switchboard.db import upgrade
-from switchboard.hub import Hub, set_worker_hub
+from switchboard.hub import Hub
 from switchboard.queue.dispatcher import RQ_QUEUE
+
+_worker_hub: Hub | None = None
+_worker_lock = threading.Lock()
+
+
+def worker_hub() -> Hub:
+    """The hub of an rq worker process, built from the environment on first use."""
+    global _worker_hub
+    with _worker_lock:
+        if _worker_hub is None:
+            _worker_hub = Hub(Settings.from_env(), role="worker")
+        return _worker_hub
+
+
+def set_worker_hub(hub: Hub) -> None:
+    """Install the worker hub (``run_worker`` does this before starting rq)."""
+    global _worker_hub
+    _worker_hub = hub
+
+
+def rq_process_delivery(delivery_id: str) -> str | None:
+    """The rq job (:data:`~switchboard.queue.dispatcher.RQ_JOB`): process one delivery with this
+    worker process's hub; a failure is recorded on the row, then re-raised for rq's retries.
+
+    Returns:
+        The delivery's new status (``None`` when it was no longer ``received``).
+    """
+    from switchboard.queue.jobs import process_delivery, record_failure
+
+    hub = worker_hub()
+    try:
+        return process_delivery(hub, delivery_id)
+    except Exception as exc:
+        record_failure(hub, delivery_id, exc)
+        raise
 
 
 def run_worker(settings: Settings, burst: bool = False) -> None:

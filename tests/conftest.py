@@ -21,7 +21,7 @@ import httpx2
 import pytest
 import uvicorn
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -82,13 +82,13 @@ def configure(settings: Settings, secret: str = "It's a Secret to Everybody") ->
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            directory.link_identity(s, "alice", "github", GITHUB_SENDER_ID, login="Codertocat")
-            project = directory.add_project(s, "acme")
-            source, secret = directory.add_source(s, "acme", "github", secret, queue="reviews")
-            agent = directory.add_agent(s, "claude1", "alice")
-            directory.grant(s, "claude1", "acme", "work")
-            token = directory.vend_token(s, "claude1")
+            admin.add_human(s, "alice")
+            admin.link_identity(s, "alice", "github", GITHUB_SENDER_ID, login="Codertocat")
+            project = admin.add_project(s, "acme")
+            source, secret = admin.add_source(s, "acme", "github", secret, queue="reviews")
+            agent = admin.add_agent(s, "claude1", "alice")
+            admin.grant(s, "claude1", "acme", "work")
+            token = admin.vend_token(s, "claude1")
         return World(settings, source.id, secret, token, agent.id, project.id)
     finally:
         hub.close()

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from sqlalchemy import delete, select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.hub import Hub
 from switchboard.models import Todo
 from tests.conftest import LiveApp, cli_env, switchboard_exe
@@ -21,15 +21,15 @@ def tenants(live: LiveApp) -> str:
     hub = Hub(live.world.settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_owner(s, "acme", "alice")
-            directory.add_human(s, "bob")
-            directory.add_project(s, "bobs")
-            directory.add_owner(s, "bobs", "bob")
-            directory.add_agent(s, "bobagent", "bob")
-            directory.grant(s, "bobagent", "bobs", "work")
-            directory.add_agent(s, "reader", "alice")
-            directory.grant(s, "reader", "acme", "read")
-            return directory.vend_human_token(s, "alice")
+            admin.add_owner(s, "acme", "alice")
+            admin.add_human(s, "bob")
+            admin.add_project(s, "bobs")
+            admin.add_owner(s, "bobs", "bob")
+            admin.add_agent(s, "bobagent", "bob")
+            admin.grant(s, "bobagent", "bobs", "work")
+            admin.add_agent(s, "reader", "alice")
+            admin.grant(s, "reader", "acme", "read")
+            return admin.vend_human_token(s, "alice")
     finally:
         hub.close()
 

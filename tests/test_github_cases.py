@@ -15,10 +15,10 @@ def test_all_github_cases_are_accepted_with_titles(live: LiveApp) -> None:
     files = sorted(CASES.joinpath("github").glob("*.json"))
     assert len(files) == 12, f"expected the twelve shared GitHub payloads under {CASES}"
     # workflow_run.completed.json is sent by another user (15669918): link them too.
-    from switchboard import directory
+    from switchboard import admin
 
     with live.hub.db.write() as s:
-        directory.link_identity(s, "alice", "github", "15669918")
+        admin.link_identity(s, "alice", "github", "15669918")
     ids: dict[str, str] = {}
     for path in files:
         body = path.read_bytes()

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -24,7 +24,7 @@ def test_a_new_instance_is_private_under_a_permissive_umask(tmp_path: Path) -> N
         hub = Hub(settings, role="cli")
         try:
             with hub.db.write() as s:  # a write creates -wal and -shm (WAL mode)
-                directory.add_human(s, "alice")
+                admin.add_human(s, "alice")
             home = settings.home
             db = home / "switchboard.db"
             assert _mode(home) == 0o700

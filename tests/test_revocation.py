@@ -7,7 +7,7 @@ import subprocess
 import httpx2
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.hub import Hub
 from tests.conftest import LiveApp, World, cli_env, switchboard_exe
 
@@ -28,14 +28,14 @@ def two(live: LiveApp) -> dict[str, str]:
     hub = Hub(live.world.settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_owner(s, "acme", "alice")
-            directory.add_human(s, "bob")
-            directory.add_project(s, "bobs")
-            directory.add_owner(s, "bobs", "bob")
-            directory.add_agent(s, "bobagent", "bob")
-            directory.grant(s, "bobagent", "bobs", "work")
-            return {"alice": directory.vend_human_token(s, "alice"), "bob": directory.vend_human_token(s, "bob"),
-                    "bobagent": directory.vend_token(s, "bobagent")}
+            admin.add_owner(s, "acme", "alice")
+            admin.add_human(s, "bob")
+            admin.add_project(s, "bobs")
+            admin.add_owner(s, "bobs", "bob")
+            admin.add_agent(s, "bobagent", "bob")
+            admin.grant(s, "bobagent", "bobs", "work")
+            return {"alice": admin.vend_human_token(s, "alice"), "bob": admin.vend_human_token(s, "bob"),
+                    "bobagent": admin.vend_token(s, "bobagent")}
     finally:
         hub.close()
 
@@ -50,7 +50,7 @@ def test_cli_token_revoke_refuses_the_token_at_once(live: LiveApp) -> None:
 
 def test_cli_token_revoke_one_token_id_keeps_the_others(live: LiveApp) -> None:
     with live.hub.db.write() as s:
-        second = directory.vend_token(s, "claude1")
+        second = admin.vend_token(s, "claude1")
     import json
 
     tokens = json.loads(_run(live.world, "token", "list", "claude1", "--json").stdout)["tokens"]
@@ -112,7 +112,7 @@ def test_rest_revocation_of_own_agent_and_not_found_for_another_humans(live: Liv
 def test_rest_grant_revoke_by_the_project_owner_and_agent_remove(live: LiveApp, two: dict[str, str]) -> None:
     # alice grants her agent on bob's project; bob (owner of the project) can end it
     with live.hub.db.write() as s:
-        directory.grant(s, "claude1", "bobs", "read")
+        admin.grant(s, "claude1", "bobs", "read")
     bob = {"Authorization": f"Bearer {two['bob']}"}
     r = httpx2.delete(f"{live.url}/api/v1/human/agents/claude1/grants/bobs", headers=bob)
     assert r.status_code == 200 and r.json()["revoked"] is True

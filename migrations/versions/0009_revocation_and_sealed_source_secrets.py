@@ -25,8 +25,8 @@ depends_on = None
 
 def seal_clear_secrets(connection: sa.engine.Connection, settings: object) -> int:
     """Seal every source secret still stored in clear; returns how many."""
-    from switchboard.intake.sealed_text import PREFIX, seal_text
-    from switchboard.intake.vault import load_key_ring
+    from switchboard.sealing.keys import load_key_ring
+    from switchboard.sealing.text import PREFIX, seal_text
 
     ring = load_key_ring(settings)  # type: ignore[arg-type]
     table = sa.table("source_secrets", sa.column("id", sa.String), sa.column("secret", sa.Text))

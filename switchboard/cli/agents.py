@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from switchboard import directory, revocation
+from switchboard import admin as admin_ops
+from switchboard import revocation
 from switchboard.cli.base import admin, main, open_hub
 from switchboard.errors import InvalidArgument
 
@@ -27,7 +28,7 @@ def agent() -> None:
 def agent_add(name: str, human_name: str) -> tuple[dict[str, Any], str]:
     """Add an agent called NAME owned by a human."""
     with open_hub().db.write() as s:
-        a = directory.add_agent(s, name, human_name)
+        a = admin_ops.add_agent(s, name, human_name)
         return {"id": a.id, "name": a.name, "human": human_name}, f"agent {a.name} ({a.id})"
 
 
@@ -81,7 +82,7 @@ def token() -> None:
 def token_vend(agent_name: str) -> tuple[dict[str, Any], str]:
     """Vend a token for AGENT_NAME (shown once; only its hash is stored)."""
     with open_hub().db.write() as s:
-        value = directory.vend_token(s, agent_name)
+        value = admin_ops.vend_token(s, agent_name)
     return {"agent": agent_name, "token": value}, value
 
 
@@ -91,7 +92,7 @@ def token_vend(agent_name: str) -> tuple[dict[str, Any], str]:
 def token_vend_human(human_name: str) -> tuple[dict[str, Any], str]:
     """Vend an API token for HUMAN_NAME (shown once): answers and decides inbox items over REST."""
     with open_hub().db.write() as s:
-        value = directory.vend_human_token(s, human_name)
+        value = admin_ops.vend_human_token(s, human_name)
     return {"human": human_name, "token": value}, value
 
 
@@ -111,7 +112,7 @@ def token_revoke(agent_name: str | None, human_name: str | None, token_id: str |
                 revoked = revocation.revoke_agent_tokens(s, hub.clock, agent_name, token_id)
                 who = f"agent {agent_name}"
             else:
-                human = directory.human_by_name(s, human_name or "")
+                human = admin_ops.human_by_name(s, human_name or "")
                 revoked = revocation.revoke_human_tokens(s, hub.clock, human.id, token_id)
                 who = f"human {human_name}"
     finally:
@@ -134,10 +135,10 @@ def token_list(agent_name: str | None, human_name: str | None) -> tuple[dict[str
     try:
         with hub.db.read() as s:
             if agent_name is not None:
-                rows = revocation.list_tokens(s, Token, Token.agent_id, directory.agent_by_name(s, agent_name).id)
+                rows = revocation.list_tokens(s, Token, Token.agent_id, admin_ops.agent_by_name(s, agent_name).id)
             else:
                 rows = revocation.list_tokens(s, HumanToken, HumanToken.human_id,
-                                              directory.human_by_name(s, human_name or "").id)
+                                              admin_ops.human_by_name(s, human_name or "").id)
     finally:
         hub.close()
     text = "\n".join(f"{r['id']} created {r['created_at']}" + (f" revoked {r['revoked_at']}" if r["revoked_at"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from switchboard import directory
+from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, main, open_hub
 
 
@@ -24,7 +24,7 @@ def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any
     from switchboard.intake import quarantine as q
 
     with open_hub().db.read() as s:
-        project_id = directory.project_by_name(s, project_name).id if project_name else None
+        project_id = admin_ops.project_by_name(s, project_name).id if project_name else None
         rows = q.list_quarantined(s, project_id, limit)
     lines = []
     for r in rows:
@@ -51,7 +51,7 @@ def quarantine_release(delivery_id: str, as_human: str | None) -> tuple[dict[str
 
     hub = open_hub()
     with hub.db.write() as s:
-        human_id = directory.human_by_name(s, as_human).id if as_human else None
+        human_id = admin_ops.human_by_name(s, as_human).id if as_human else None
         q.release(s, hub.clock, delivery_id, human_id)
     status = process_delivery(hub, delivery_id)
     with hub.db.read() as s:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from switchboard import directory
+from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, main, open_hub
 from switchboard.errors import InvalidArgument
 from switchboard.sources import PROVIDERS
@@ -23,7 +23,7 @@ def human() -> None:
 def human_add(name: str) -> tuple[dict[str, Any], str]:
     """Add a human called NAME."""
     with open_hub().db.write() as s:
-        h = directory.add_human(s, name)
+        h = admin_ops.add_human(s, name)
         return {"id": h.id, "name": h.name}, f"human {h.name} ({h.id})"
 
 
@@ -57,7 +57,7 @@ def human_list() -> tuple[dict[str, Any], str]:
 def human_token(name: str) -> tuple[dict[str, Any], str]:
     """Vend an API token for the human NAME (for /api/v1/human; shown once)."""
     with open_hub().db.write() as s:
-        value = directory.vend_human_token(s, name)
+        value = admin_ops.vend_human_token(s, name)
     return {"human": name, "token": value}, value
 
 
@@ -75,7 +75,7 @@ def human_notify(name: str, url: str | None, off: bool) -> tuple[dict[str, Any],
     hub = open_hub()
     try:
         with hub.db.write() as s:
-            data = alerts.set_target(s, hub.clock, directory.human_by_name(s, name).id, None if off else url)
+            data = alerts.set_target(s, hub.clock, admin_ops.human_by_name(s, name).id, None if off else url)
     finally:
         hub.close()
     return {"human": name, **data}, f"{name}: prompt notifications {'on' if data['notify'] else 'off'}"
@@ -102,7 +102,7 @@ def identity_link(human_name: str, provider: str, external_id: str, workspace: s
                   login: str | None) -> tuple[dict[str, Any], str]:
     """Link a provider account to a human."""
     with open_hub().db.write() as s:
-        i = directory.link_identity(s, human_name, provider, external_id, workspace, login)
+        i = admin_ops.link_identity(s, human_name, provider, external_id, workspace, login)
         return ({"id": i.id, "human": human_name, "provider": i.provider, "workspace": i.workspace,
                  "external_id": i.external_id},
                 f"linked {provider} {(i.workspace + ':') if i.workspace else ''}{i.external_id} to {human_name}")

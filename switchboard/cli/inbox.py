@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from switchboard import directory
+from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, main, open_hub
 
 
@@ -27,7 +27,7 @@ def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[st
 
     hub = open_hub()
     with hub.db.read() as s:
-        human_id = directory.human_by_name(s, human_name).id if human_name else None
+        human_id = admin_ops.human_by_name(s, human_name).id if human_name else None
         rows = inbox_ops.list_for_human(s, human_id=human_id, status=None if status == "all" else status,
                                         limit=limit)
     lines = []
@@ -52,7 +52,7 @@ def _resolve_as(item_id: str, human_name: str | None, **kwargs: Any) -> dict[str
             row_ = s.get(InboxItem, item_id)
             if row_ is None:
                 raise NotFound("no such inbox item")
-            human_id = directory.human_by_name(s, human_name).id if human_name else row_.human_id
+            human_id = admin_ops.human_by_name(s, human_name).id if human_name else row_.human_id
             data, agent_id = inbox_ops.resolve(s, hub.clock, item_id, via="cli", human_id=human_id, **kwargs)
         # Over Redis this rings the agent's inbox_wait at once; embedded, `serve` notices the
         # resolution on its next maintenance pass (every reap interval, 2 s by default).
@@ -100,7 +100,7 @@ def friend_list(human_name: str | None) -> tuple[dict[str, Any], str]:
     hub = open_hub()
     try:
         with hub.db.read() as s:
-            human_id = directory.human_by_name(s, human_name).id if human_name else None
+            human_id = admin_ops.human_by_name(s, human_name).id if human_name else None
             rows = friends.list_for_human(s, human_id)
     finally:
         hub.close()
@@ -126,7 +126,7 @@ def friend_revoke(friendship_id: str, human_name: str | None) -> tuple[dict[str,
             fs = s.get(Friendship, friendship_id)
             if fs is None:
                 raise NotFound("no such friendship")
-            human_id = directory.human_by_name(s, human_name).id if human_name else fs.to_human_id
+            human_id = admin_ops.human_by_name(s, human_name).id if human_name else fs.to_human_id
             data = friends.revoke(s, hub.clock, friendship_id, human_id=human_id)
     finally:
         hub.close()

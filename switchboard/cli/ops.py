@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from switchboard import directory
+from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, clear_errors, emit, load_settings, main, open_hub
 
 
@@ -98,7 +98,7 @@ def doctor(agent_name: str, wait_seconds: float, as_json: bool) -> None:
         hub = open_hub()
         try:
             with hub.db.write() as s:
-                agent = directory.agent_by_name(s, agent_name)
+                agent = admin_ops.agent_by_name(s, agent_name)
                 rung = doorbell.ring(s, hub.clock, agent.id)
                 _, waiting = waiting_for(s, agent.id)
             verdict = "no_session"

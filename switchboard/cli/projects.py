@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from switchboard import directory, revocation
+from switchboard import admin as admin_ops
+from switchboard import revocation
 from switchboard.cli.base import admin, main, open_hub
 
 
@@ -22,9 +23,9 @@ def project() -> None:
 def project_add(name: str, owners: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     """Add a project called NAME."""
     with open_hub().db.write() as s:
-        p = directory.add_project(s, name)
+        p = admin_ops.add_project(s, name)
         for owner in owners:
-            directory.add_owner(s, name, owner)
+            admin_ops.add_owner(s, name, owner)
         return {"id": p.id, "name": p.name, "owners": list(owners)}, f"project {p.name} ({p.id})"
 
 
@@ -56,19 +57,19 @@ def project_list() -> tuple[dict[str, Any], str]:
 def project_owner(project_name: str, human_name: str) -> tuple[dict[str, Any], str]:
     """Make HUMAN_NAME an owner of PROJECT_NAME."""
     with open_hub().db.write() as s:
-        directory.add_owner(s, project_name, human_name)
+        admin_ops.add_owner(s, project_name, human_name)
     return {"project": project_name, "owner": human_name}, f"{human_name} owns {project_name}"
 
 
 @click.command("grant")
 @click.argument("agent_name")
 @click.argument("project_name")
-@click.option("--role", type=click.Choice(list(directory.ROLES)), required=True)
+@click.option("--role", type=click.Choice(list(admin_ops.ROLES)), required=True)
 @admin
 def grant_cmd(agent_name: str, project_name: str, role: str) -> tuple[dict[str, Any], str]:
     """Grant AGENT_NAME a role on PROJECT_NAME."""
     with open_hub().db.write() as s:
-        directory.grant(s, agent_name, project_name, role)
+        admin_ops.grant(s, agent_name, project_name, role)
     return ({"agent": agent_name, "project": project_name, "role": role},
             f"{agent_name} may {role} on {project_name}")
 

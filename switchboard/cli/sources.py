@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from switchboard import directory
+from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, main, open_hub
 from switchboard.errors import InvalidArgument
 from switchboard.sources import PROVIDERS
@@ -42,11 +42,11 @@ def source_add(project_name: str, provider: str, secret: str | None, queue: str,
         raise InvalidArgument("--allow-legacy-sha1 applies to GitHub sources only")
     hub = open_hub()
     with hub.db.write() as s:
-        src, value = directory.add_source(s, project_name, provider, secret, queue)
+        src, value = admin_ops.add_source(s, project_name, provider, secret, queue)
         src.allow_legacy_sha1 = allow_legacy_sha1
         odd: list[str] = []
         if todo_events is not None:
-            odd = routing.unfamiliar(provider, directory.set_todo_events(s, src.id, todo_events))
+            odd = routing.unfamiliar(provider, admin_ops.set_todo_events(s, src.id, todo_events))
     url = f"{hub.settings.public_url}/hooks/{src.id}"
     generated = secret is None
     text = f"source {src.id}\nwebhook URL: {url}\n" + (f"secret (shown once): {value}\n" if generated else "")
@@ -74,8 +74,8 @@ def source_set(source_id: str, todo_events: str | None) -> tuple[dict[str, Any],
     if todo_events is None:
         raise InvalidArgument("nothing to set: pass --todo-events")
     with open_hub().db.write() as s:
-        stored = directory.set_todo_events(s, source_id, todo_events)
-        provider = directory.source_by_id(s, source_id).provider
+        stored = admin_ops.set_todo_events(s, source_id, todo_events)
+        provider = admin_ops.source_by_id(s, source_id).provider
     shown = routing.effective(provider, stored)
     odd = routing.unfamiliar(provider, stored)
     data = {"id": source_id, "todo_events": shown, "todo_events_default": stored is None, "unfamiliar_kinds": odd}
@@ -103,9 +103,9 @@ def _unfamiliar_note(provider: str, odd: list[str]) -> str:
 def source_rotate_secret(source_id: str, keep_old_for: str, secret: str | None) -> tuple[dict[str, Any], str]:
     """Add a new secret to SOURCE_ID; the old one expires after --keep-old-for."""
     hub = open_hub()
-    keep = directory.parse_duration(keep_old_for)
+    keep = admin_ops.parse_duration(keep_old_for)
     with hub.db.write() as s:
-        row, value = directory.rotate_secret(s, source_id, hub.clock.now(), keep, secret)
+        _row, value = admin_ops.rotate_secret(s, source_id, hub.clock.now(), keep, secret)
     until = hub.clock.now() + keep
     data: dict[str, Any] = {"id": source_id, "old_valid_until": until.isoformat()}
     text = f"source {source_id}: old secret valid until {until.isoformat()}"
@@ -126,11 +126,11 @@ def source_trust(source_id: str, human_name: str | None, remove: bool, use_defau
     """Set which humans' deliveries on SOURCE_ID may become work."""
     with open_hub().db.write() as s:
         if use_default:
-            directory.clear_trusted(s, source_id)
+            admin_ops.clear_trusted(s, source_id)
             return {"id": source_id, "trusted_humans": None}, f"source {source_id}: default trust"
         if not human_name:
             raise InvalidArgument("pass --human NAME (or --default)")
-        ids = directory.set_trusted(s, source_id, human_name, trusted=not remove)
+        ids = admin_ops.set_trusted(s, source_id, human_name, trusted=not remove)
     return {"id": source_id, "trusted_humans": ids}, f"source {source_id}: {len(ids)} trusted human(s)"
 
 
@@ -175,7 +175,7 @@ def source_show(source_id: str) -> tuple[dict[str, Any], str]:
         if src is None:
             raise NotFound("no such source")
         project_name = s.get(Project, src.project_id).name  # type: ignore[union-attr]
-        secrets = directory.source_secrets(s, src.id, now)
+        secrets = admin_ops.source_secrets(s, src.id, now)
         by_status = dict(s.execute(select(Delivery.status, func.count()).where(Delivery.source_id == src.id)
                                    .group_by(Delivery.status)).all())
         last = s.execute(select(func.max(Delivery.received_at)).where(Delivery.source_id == src.id)).scalar()

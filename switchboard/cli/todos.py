@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from switchboard import directory
+from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, main, open_hub
 from switchboard.errors import InvalidArgument
 
@@ -36,10 +36,10 @@ def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, 
     line = one_line(title)
     if not line or breaks_channel(line):
         raise InvalidArgument("the title must be one non-empty line without a <channel> tag")
-    directory.check_name("queue", queue)
+    admin_ops.check_name("queue", queue)
     with hub.db.write() as s:
-        project_row = directory.project_by_name(s, project_name)
-        agent_id = directory.assignable_agent(s, agent_name, project_row.id).id if agent_name else None
+        project_row = admin_ops.project_by_name(s, project_name)
+        agent_id = admin_ops.assignable_agent(s, agent_name, project_row.id).id if agent_name else None
         row_, _ = todo_ops.create(s, hub.clock, project_id=project_row.id, queue=queue, kind="manual",
                                   title=line, payload=None)
         row_.priority, row_.max_attempts, row_.assigned_agent_id = priority, max_attempts, agent_id
@@ -65,7 +65,7 @@ def todo_list_cmd(project_name: str | None, state: str | None, dead_letters: boo
 
     hub = open_hub()
     with hub.db.read() as s:
-        project_id = directory.project_by_name(s, project_name).id if project_name else None
+        project_id = admin_ops.project_by_name(s, project_name).id if project_name else None
         if dead_letters:
             rows = todo_ops.list_dead_letters(s, project_id, limit)
         else:
@@ -142,7 +142,7 @@ def todo_assign(todo_id: str, agent_name: str) -> tuple[dict[str, Any], str]:
         todo_row = s.get(Todo, todo_id)
         if todo_row is None:
             raise NotFound("no such todo")
-        agent_row = directory.assignable_agent(s, agent_name, todo_row.project_id)
+        agent_row = admin_ops.assignable_agent(s, agent_name, todo_row.project_id)
         row_ = todo_ops.assign(s, hub.clock, todo_id, agent_row.id)
         row_.rung_at, row_.ring_count = None, 0  # ring the assignee on the hub's next pass
         data = todo_ops.row(row_)

@@ -19,7 +19,8 @@ from switchboard.errors import Conflict, InvalidArgument
 from switchboard.models import FeedEvent
 from switchboard.feed.events import settled
 from switchboard.notify import cursors
-from switchboard.queue.todos import iso, resolve_projects
+from switchboard.clock import iso
+from switchboard.scope import resolve_projects
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200

@@ -1,5 +1,9 @@
 """Friend requests and the grants they give (DESIGN.md §6.6).
 
+Rule: imports ``inbox``, ``queue.todos``, ``intake``, ``notify.wakes``, ``admin``, ``feed``, ``models``; imported by ``mcp_server``,
+``web``, ``cli``, and the hub (which installs the ``friend`` inbox effect,
+:func:`switchboard.hub.install_inbox_effects`).
+
 - :mod:`switchboard.friends.requests`: ``friend_request`` / ``friend_respond`` / ``friend_list`` /
   ``friend_revoke``, and what a human's decision on a ``friend`` inbox item does.
 - :mod:`switchboard.friends.work`: ``todo_create``, the one thing a friendship allows.

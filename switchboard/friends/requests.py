@@ -24,14 +24,13 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlmodel import Session
 
-from switchboard import directory
-from switchboard.clock import Clock
+from switchboard import admin
+from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, HumanApprovalRequired, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.inbox import permissions
 from switchboard.inbox.items import one_line, resolve
 from switchboard.models import Agent, FriendRequest, Friendship, Grant, Human, InboxItem, Project
-from switchboard.queue.todos import iso
 
 MAX_QUEUES = 20
 MAX_REASON_CHARS = 2_000
@@ -60,7 +59,7 @@ def _queue_names(queues: Any) -> list[tuple[str, str]]:
         if not isinstance(entry, str) or entry.count("/") != 1:
             raise InvalidArgument("each queue is written project/queue, e.g. acme/reviews")
         project, queue = entry.split("/")
-        directory.check_name("queue", queue)
+        admin.check_name("queue", queue)
         if (project, queue) in out:
             raise InvalidArgument(f"{entry} is listed twice")
         out.append((project, queue))

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.clock import Clock
 from switchboard.errors import Forbidden, InvalidArgument, NotFound
 from switchboard.friends.requests import active_grant, has_any_grant_on
@@ -52,7 +52,7 @@ def create(session: Session, clock: Clock, key_ring: Any, *, agent_id: str, proj
             (revoked friendships grant nothing).
         InvalidArgument: bad title, body, queue, priority, assignee, or a ``<channel>`` tag.
     """
-    directory.check_name("queue", queue)
+    admin.check_name("queue", queue)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")
     line = readable(str(title))  # one line, nothing hidden (bidi, controls): DESIGN.md §5

@@ -20,12 +20,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
-from switchboard.clock import Clock
+from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, InvalidArgument, NotFound
 from switchboard.feed import events as feed
+from switchboard.inbox import effects
 from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Human, InboxItem, Project
-from switchboard.queue.todos import iso, resolve_projects
+from switchboard.scope import resolve_projects
 from switchboard.text import readable
 
 MAX_TITLE_CHARS = 300
@@ -42,7 +43,6 @@ _RESOLVED = {"question": "question.answered", "approval": "approval.decided",
              "permission": "permission.decided", "friend": "friend.decided"}
 _NOUNS = {"question": "Question", "approval": "Approval", "permission": "Permission prompt",
           "friend": "Friend request"}
-
 
 def one_line(kind: str, text: str, limit: int) -> str:
     """``text`` with runs of whitespace folded to one space.
@@ -140,6 +140,8 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
         raise NotFound("no such inbox item")
     if item.status != "open":
         raise Conflict(f"the item is already {item.status}")
+    if not effects.installed(item.kind):
+        raise RuntimeError(f"no effects installed for {item.kind} items: build a Hub first")
     now = clock.now()
     if expired:
         item.status = "expired"
@@ -157,11 +159,8 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
             raise InvalidArgument(f"{'an approval' if item.kind == 'approval' else 'a ' + item.kind + ' item'} "
                                   "is decided: decision approve or deny")
         item.status, item.decision = "decided", decision
-        if item.kind == "permission":
-            # One durable event for the relaying session only (DESIGN.md §6.5a).
-            from switchboard.inbox.permissions import verdict_event
-
-            verdict_event(session, clock, item)
+        if item.kind in effects.ON_DECIDED:  # a permission verdict: one event for the relaying session (§6.5a)
+            effects.ON_DECIDED[item.kind](session, clock, item)
     if note is not None:
         if len(note) > MAX_ANSWER_CHARS:
             raise InvalidArgument(f"note must be at most {MAX_ANSWER_CHARS} characters")
@@ -176,10 +175,8 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
                         f"{_NOUNS[item.kind]} {what}: {item.title}", subject_id=item.id, data=data)
     item.resolved_event_id = item.seq = int(event.id or 0)
     session.flush()
-    if item.kind == "friend":
-        from switchboard.friends import requests as friend_requests
-
-        friend_requests.on_item_resolved(session, clock, item)
+    if item.kind in effects.AFTER_RESOLVED:  # an approved friend request becomes a friendship
+        effects.AFTER_RESOLVED[item.kind](session, clock, item)
     return view(item), item.agent_id
 
 

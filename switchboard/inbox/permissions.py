@@ -31,7 +31,7 @@ from sqlmodel import Session
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, NotFound
 from switchboard.feed import events as feed
-from switchboard.inbox.items import view
+from switchboard.inbox.items import resolve, view
 from switchboard.intake.untrusted import screen_texts
 from switchboard.models import Agent, AgentSession, InboxItem
 from switchboard.notify import sessions
@@ -158,8 +158,6 @@ def close_session(session: Session, clock: Clock, agent_id: str, session_id: str
     Returns:
         ``{"expired": n, "session_gone": m}``.
     """
-    from switchboard.inbox.items import resolve
-
     check_session_id(session_id)
     open_items = session.execute(select(InboxItem.id).where(
         InboxItem.agent_id == agent_id, InboxItem.session_id == session_id, InboxItem.kind == "permission",

@@ -1,7 +1,7 @@
 """The shape rules every JSON value obeys before it is stored or handed to a handler.
 
 Used at every door: REST bodies (:func:`loads`), tool arguments from any transport
-(:func:`check`, called by :func:`switchboard.mcp_server.tools.validate`), and verified webhook
+(:func:`check`, called by :func:`switchboard.mcp_server.calls.validate`), and verified webhook
 bodies (``sources/bodies.py``). The rules (issue 13 item 7, issue 18 item 8):
 
 - nesting at most :data:`MAX_DEPTH` levels (real webhook payloads nest under 20; Python's

@@ -1,5 +1,9 @@
 """The vault: secret values behind refs, AES-256-GCM encrypted at rest (DESIGN.md §5, issue 4).
 
+The primitives (key ring, AES-GCM records, the sealed column types) are in
+:mod:`switchboard.sealing`, below the models and settings; this module stores, rotates and
+fetches with them.
+
 - **Cipher**: AES-256-GCM from ``cryptography`` (``AESGCM``), a fresh 12-byte random nonce per
   record, the 16-byte tag appended to the ciphertext. The associated data binds the record
   format version, the ref and the project (``switchboard/secret_ref/v1|<ref>|<project_id>``),
@@ -25,233 +29,58 @@ Nothing here logs or raises with a value or key material in the message.
 
 from __future__ import annotations
 
-import base64
 import hmac
 import logging
-import os
 import re
-import secrets as _random
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sqlalchemy import LargeBinary, Text, select
+from sqlalchemy import Text, select
 from sqlalchemy import cast as sa_cast
-from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session
 
 from switchboard import metrics
-from switchboard.errors import ConfigError, NotFound, RateLimited, SwitchboardError
+from switchboard.errors import NotFound, RateLimited, SwitchboardError
+
+# The primitives live below the models and settings (:mod:`switchboard.sealing`); they are
+# re-exported here because callers think of them as the vault's (``vault.load_key_ring``).
+from switchboard.sealing.columns import BODY_MAGIC, SealedBytes, attach, open_body, seal_body
+from switchboard.sealing.keys import (
+    KEY_BYTES,
+    KEY_FILE,
+    NONCE_BYTES,
+    KeyRing,
+    generate_key_ring,
+    key_file,
+    load_key_ring,
+    new_key_id,
+    parse_key_ring,
+    write_key_file,
+)
+from switchboard.sealing.records import RECORD_VERSION, open_record, seal
 
 if TYPE_CHECKING:
-    from switchboard.config import Settings
     from switchboard.hub import Hub
     from switchboard.intake.secrets import MintedRef
-    from switchboard.mcp_server.tools import Caller
+    from switchboard.mcp_server.specs import Caller
+
+__all__ = [
+    "BODY_MAGIC", "FETCHES_PER_WINDOW", "FETCH_WINDOW_SECONDS", "KEY_BYTES", "KEY_FILE", "LIMITER", "NONCE_BYTES",
+    "RECORD_VERSION", "FetchLimiter", "KeyRing", "Rotation", "SealedBytes", "attach", "fetch_tool",
+    "generate_key_ring", "key_file", "load_key_ring", "new_key_id", "open_body", "open_record",
+    "parse_key_ring", "render_fetch", "rotate", "seal", "seal_body", "store",
+]
 
 log = logging.getLogger(__name__)
 
-RECORD_VERSION = 1
-KEY_FILE = "vault.keys"
-KEY_BYTES = 32
-NONCE_BYTES = 12
 FETCHES_PER_WINDOW = 30
 FETCH_WINDOW_SECONDS = 60.0
-_KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _REF = re.compile(r"sec_[A-Za-z0-9_-]{32}")
-
-
-@dataclass(frozen=True)
-class KeyRing:
-    """Vault keys by id; ``primary`` encrypts, every key decrypts. ``repr`` shows ids only."""
-
-    keys: dict[str, bytes] = field(repr=False)
-    primary: str
-
-    @property
-    def ids(self) -> list[str]:
-        """Key ids, primary first."""
-        return [self.primary, *(k for k in self.keys if k != self.primary)]
-
-    def serialise(self) -> str:
-        """The ``SWITCHBOARD_VAULT_KEYS`` form, primary first."""
-        return ",".join(f"{kid}:{base64.urlsafe_b64encode(self.keys[kid]).decode()}" for kid in self.ids)
-
-
-def parse_key_ring(text: str) -> KeyRing:
-    """Parse ``<id>:<url-safe base64 of 32 bytes>,...`` (first entry primary).
-
-    Raises:
-        ValueError: a malformed entry, a key that is not 32 bytes, a repeated id, or no entry.
-            Messages name entries by position and id, never by key material.
-    """
-    keys: dict[str, bytes] = {}
-    primary = None
-    for n, entry in enumerate((e.strip() for e in text.split(",")), start=1):
-        if not entry:
-            continue
-        kid, sep, encoded = entry.partition(":")
-        if not sep or not _KEY_ID.fullmatch(kid):
-            raise ValueError(f"entry {n} must be <id>:<key> with an id of [A-Za-z0-9_-]{{1,40}}")
-        try:
-            key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
-        except ValueError:
-            raise ValueError(f"key {kid!r} is not url-safe base64") from None
-        if len(key) != KEY_BYTES:
-            raise ValueError(f"key {kid!r} must be {KEY_BYTES} bytes, got {len(key)}")
-        if kid in keys:
-            raise ValueError(f"key id {kid!r} appears twice")
-        keys[kid] = key
-        primary = primary or kid
-    if primary is None:
-        raise ValueError("no keys given")
-    return KeyRing(keys, primary)
-
-
-def new_key_id() -> str:
-    """A fresh key id, ``k`` + 8 random hex digits."""
-    return "k" + _random.token_hex(4)
-
-
-def generate_key_ring() -> KeyRing:
-    """A ring with one fresh random 256-bit key."""
-    kid = new_key_id()
-    return KeyRing({kid: AESGCM.generate_key(bit_length=256)}, kid)
-
-
-def key_file(settings: Settings) -> Path:
-    """``<home>/vault.keys``."""
-    return Path(settings.home) / KEY_FILE
-
-
-def _write_key_file(path: Path, ring: KeyRing) -> None:
-    """Write the ring atomically with mode 0600 (a temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, (ring.serialise() + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-
-
-def _create_key_file(path: Path, ring: KeyRing) -> bool:
-    """Create the key file only if no other process did first (hard link: atomic, exclusive).
-
-    Two servers starting at once must end up with one ring, never each with its own.
-
-    Returns:
-        True when this call created the file.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{_random.token_hex(4)}.new")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, (ring.serialise() + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
-
-
-_RINGS: dict[tuple[str, str | None], tuple[int, KeyRing]] = {}
-_RINGS_LOCK = threading.Lock()
-
-
-def load_key_ring(settings: Settings, *, fresh: bool = False) -> KeyRing:
-    """The process's key ring: ``settings.vault_keys``, else ``<home>/vault.keys`` (created if absent).
-
-    Args:
-        settings: the process settings.
-        fresh: re-read instead of using the per-process cache (after a rotation).
-
-    Raises:
-        ConfigError: the key file is unreadable or malformed.
-    """
-    cache_key = (str(settings.home), settings.vault_keys)
-    # A key file changed by `switchboard vault rotate` in another process is picked up on the
-    # next use (one stat() a call), so a running server never seals under a retired key.
-    stamp = 0
-    if not settings.vault_keys:
-        try:
-            stamp = key_file(settings).stat().st_mtime_ns
-        except OSError:
-            stamp = -1
-    with _RINGS_LOCK:
-        cached = _RINGS.get(cache_key)
-        if not fresh and cached is not None and cached[0] == stamp:
-            return cached[1]
-        if settings.vault_keys:
-            ring = parse_key_ring(settings.vault_keys)
-        else:
-            path = key_file(settings)
-            if not settings.is_sqlite:
-                log.warning("SWITCHBOARD_VAULT_KEYS is unset with a shared database: every process on every "
-                            "host must use the same %s, or set the same SWITCHBOARD_VAULT_KEYS everywhere", path)
-            if not path.exists() and _create_key_file(path, generate_key_ring()):
-                log.warning("generated a vault key ring in %s (mode 0600); back it up", path)
-            try:
-                info = path.stat()
-                if info.st_mode & 0o077:
-                    log.warning("vault key file %s is readable by group or others; chmod 600 it", path)
-                ring = parse_key_ring(path.read_text().strip())
-                stamp = info.st_mtime_ns
-            except (OSError, ValueError) as exc:
-                raise ConfigError([f"vault key file {path}: {exc}"]) from None
-        _RINGS[cache_key] = (stamp, ring)
-        return ring
-
-
-def _aad(version: int, ref: str, project_id: str) -> bytes:
-    return f"switchboard/secret_ref/v{version}|{ref}|{project_id}".encode()
-
-
-def seal(ring: KeyRing, ref: str, project_id: str, value: str) -> tuple[str, bytes, bytes]:
-    """Encrypt ``value`` under the primary key.
-
-    Returns:
-        ``(key_id, nonce (12 bytes), ciphertext with the 16-byte tag appended)``.
-    """
-    nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(ring.keys[ring.primary]).encrypt(nonce, value.encode("utf-8", "surrogatepass"),
-                                                     _aad(RECORD_VERSION, ref, project_id))
-    return ring.primary, nonce, sealed
-
-
-def open_record(ring: KeyRing, record: Any) -> str:
-    """Decrypt a :class:`~switchboard.models.SecretRef` row.
-
-    Raises:
-        SwitchboardError: the key is not in the ring, or the record fails authentication
-            (tampered, or moved to another ref or project). The message names the ref only.
-    """
-    key = ring.keys.get(record.key_id)
-    if key is None:
-        log.error("secret %s is sealed under key %s, which is not in the vault key ring", record.ref,
-                  record.key_id)
-        raise SwitchboardError("the vault key for this secret is not configured")
-    try:
-        plain = AESGCM(key).decrypt(record.nonce, record.ciphertext,
-                                    _aad(record.version, record.ref, record.project_id))
-    except InvalidTag:
-        log.error("secret %s failed authentication (tampered or moved)", record.ref)
-        raise SwitchboardError("the secret could not be decrypted") from None
-    return plain.decode("utf-8", "surrogatepass")
 
 
 def store(session: Session, ring: KeyRing, project_id: str, delivery_id: str | None,
@@ -308,7 +137,7 @@ def rotate(hub: Hub) -> Rotation:
     else:
         kid = new_key_id()
         ring = KeyRing({kid: AESGCM.generate_key(bit_length=256), **current.keys}, kid)
-        _write_key_file(key_file(settings), ring)
+        write_key_file(key_file(settings), ring)
     attach(hub.db, ring)
     count = 0
     unreadable: set[str] = set()
@@ -340,8 +169,8 @@ def rotate(hub: Hub) -> Rotation:
                     flag_modified(delivery, "raw_body")
             except SwitchboardError:
                 unreadable.add(delivery_id)
-    from switchboard.intake.sealed_text import key_id_of, open_text, seal_text
     from switchboard.models import SourceSecret
+    from switchboard.sealing.text import key_id_of, open_text, seal_text
 
     sources = 0
     with hub.db.write() as session:  # source secrets (issue 13 item 5), read as stored, re-sealed
@@ -361,89 +190,9 @@ def rotate(hub: Hub) -> Rotation:
                   "they were left as they are", len(unreadable))
     retired = [k for k in ring.ids if k != ring.primary]
     if not settings.vault_keys:
-        _write_key_file(key_file(settings), KeyRing({ring.primary: ring.keys[ring.primary]}, ring.primary))
+        write_key_file(key_file(settings), KeyRing({ring.primary: ring.keys[ring.primary]}, ring.primary))
     attach(hub.db, lambda: load_key_ring(settings))
     return Rotation(ring.primary, count, retired, sorted(unreadable), sources)
-
-
-# --- Delivery bodies at rest (DESIGN.md §2) -------------------------------------------------
-
-BODY_MAGIC = b"\x00SBV1"
-_BODY_AAD = b"switchboard/delivery_body/v1"
-_DIALECT_ATTR = "switchboard_vault_ring"
-
-
-def attach(db: Any, ring: KeyRing | Callable[[], KeyRing]) -> None:
-    """Give a :class:`~switchboard.db.Database`'s engines the key ring :class:`SealedBytes` uses.
-
-    ``ring`` is a ring, or a zero-argument callable returning the current one (the hub passes
-    ``lambda: load_key_ring(settings)`` so a rotation in another process is seen at once). It
-    rides on each engine's dialect object, so two databases in one process (tests, tools) each
-    keep their own keys.
-    """
-    for engine in {id(db.engine): db.engine, id(db.read_engine): db.read_engine}.values():
-        setattr(engine.dialect, _DIALECT_ATTR, ring)
-
-
-def _dialect_ring(dialect: Any) -> KeyRing | None:
-    ring = getattr(dialect, _DIALECT_ATTR, None)
-    return ring() if callable(ring) else ring
-
-
-def seal_body(ring: KeyRing, body: bytes) -> bytes:
-    """``MAGIC | len(key id) | key id | nonce | AES-256-GCM(body) + tag``."""
-    kid = ring.primary.encode()
-    nonce = os.urandom(NONCE_BYTES)
-    return BODY_MAGIC + bytes([len(kid)]) + kid + nonce + AESGCM(ring.keys[ring.primary]).encrypt(
-        nonce, body, _BODY_AAD)
-
-
-def open_body(ring: KeyRing | None, stored: bytes) -> bytes:
-    """Inverse of :func:`seal_body`; bytes without the magic prefix (written before sealing) pass through.
-
-    Raises:
-        SwitchboardError: no key ring, an unknown key id, or a body that fails authentication.
-    """
-    if not stored.startswith(BODY_MAGIC):
-        return stored
-    if ring is None:
-        raise SwitchboardError("a sealed delivery body was read without the vault key ring")
-    n = len(BODY_MAGIC)
-    klen = stored[n]
-    kid = stored[n + 1:n + 1 + klen].decode("ascii", "replace")
-    nonce = stored[n + 1 + klen:n + 1 + klen + NONCE_BYTES]
-    key = ring.keys.get(kid)
-    if key is None:
-        raise SwitchboardError("the vault key for this delivery body is not configured")
-    try:
-        return AESGCM(key).decrypt(nonce, stored[n + 1 + klen + NONCE_BYTES:], _BODY_AAD)
-    except InvalidTag:
-        raise SwitchboardError("the delivery body could not be decrypted") from None
-
-
-class SealedBytes(TypeDecorator[bytes]):
-    """A ``LargeBinary`` column sealed with the vault on write and opened on read.
-
-    Used for ``deliveries.raw_body``: the raw body may hold secrets, so it is encrypted from
-    the moment it is written (DESIGN.md §2). The key ring comes from the engine's dialect
-    (:func:`attach`); writing without one fails closed.
-    """
-
-    impl = LargeBinary
-    cache_ok = True
-
-    def process_bind_param(self, value: bytes | None, dialect: Any) -> bytes | None:
-        if value is None:
-            return None
-        ring = _dialect_ring(dialect)
-        if ring is None:
-            raise SwitchboardError("refusing to store a delivery body without the vault key ring")
-        return seal_body(ring, bytes(value))
-
-    def process_result_value(self, value: bytes | None, dialect: Any) -> bytes | None:
-        if value is None:
-            return None
-        return open_body(_dialect_ring(dialect), bytes(value))
 
 
 class FetchLimiter:
@@ -480,7 +229,7 @@ def fetch_tool(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]
         NotFound: unknown ref, malformed ref, or a ref of a project the agent may not work on
             (the same error for all three).
     """
-    from switchboard import directory
+    from switchboard import admin
     from switchboard.feed import events as feed
     from switchboard.models import SecretRef
 
@@ -489,7 +238,7 @@ def fetch_tool(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]
     ring = load_key_ring(hub.settings)
     with hub.db.write() as session:
         record = session.get(SecretRef, ref) if _REF.fullmatch(ref) else None
-        grants = directory.grants_of(session, caller.agent_id)
+        grants = admin.grants_of(session, caller.agent_id)
         allowed = record is not None and hmac.compare_digest(grants.get(record.project_id, ""), "work")
         if record is None or not allowed:
             raise NotFound("no such secret ref")

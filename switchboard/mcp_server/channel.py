@@ -43,7 +43,7 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import mcp_types as types
-from httpx2._sse import EventSource
+from httpx2 import EventSource  # public API (httpx2 exports it; derived from httpx-sse)
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -51,8 +51,8 @@ from pydantic import BaseModel, ConfigDict
 
 from switchboard import __version__
 from switchboard.mcp_server import relay_adapter
+from switchboard.mcp_server.calls import error_text
 from switchboard.mcp_server.hub_server import to_call_tool_result, tool_definitions, trailer_middleware
-from switchboard.mcp_server.tools import error_text
 from switchboard.models.base import new_id
 from switchboard.queue.leases import DEFAULT_LEASE_SECONDS
 

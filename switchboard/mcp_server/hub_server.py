@@ -25,15 +25,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from switchboard import __version__
 from switchboard.errors import Unauthenticated
-from switchboard.mcp_server.tools import (
-    SESSION_HEADER,
-    TOOLS,
-    bearer,
-    call_tool_async,
-    error_result,
-    resolve_caller,
-    session_of,
-)
+from switchboard.mcp_server.callers import SESSION_HEADER, bearer, resolve_caller, session_of
+from switchboard.mcp_server.calls import call_tool_async, error_result
+from switchboard.mcp_server.tools import TOOLS
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub

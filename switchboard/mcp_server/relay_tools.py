@@ -15,7 +15,8 @@ from switchboard.friends import work
 from switchboard.intake import vault
 from switchboard.mcp_server import outputs
 from switchboard.mcp_server.outputs import BOOL, NSTR, STR
-from switchboard.mcp_server.tools import READ_ONLY, WRITE, Caller, ToolSpec, _schema
+from switchboard.mcp_server.specs import READ_ONLY, WRITE, Caller, ToolSpec
+from switchboard.mcp_server.specs import schema as _schema
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub

@@ -5,101 +5,40 @@ actor, and a short text rendering. The MCP server (``/mcp``), the REST routes th
 adapter calls, and the adapter's ``tools/list`` all read :data:`TOOLS`; the adapter never
 defines a tool of its own.
 
-A result is ``{"content": [{"type": "text", "text": ...}], "structuredContent": {...},
-"isError": bool}``; an error's structured content is ``{code, message, retryable}``. A
-successful result may also carry ``"notifications": {"pending": [...]}`` (the trailer,
-DESIGN.md §6.4), copied into ``structuredContent.notifications`` (what Claude Code shows the
-model) and as a leading ``[switchboard] N pending: ...`` line of the first text block; the MCP
-servers put the top-level member back on the wire with a middleware (the SDK drops unknown
-members).
-
-``inbox_wait`` is the one tool with an async ``waiter``: it parks on the broker instead of a
-thread (:func:`call_tool_async`).
+What a tool is lives in :mod:`.specs`; running one (validation, results, errors, the
+trailer) in :mod:`.calls`; resolving the calling agent in :mod:`.callers`. The MCP servers put
+the trailer's top-level member back on the wire with a middleware (the SDK drops unknown
+members). ``inbox_wait`` is the one tool with an async ``waiter``
+(:func:`switchboard.mcp_server.calls.call_tool_async`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
-import jsonschema
 from sqlalchemy import select
 
-from switchboard import directory
-from switchboard.errors import InvalidArgument, SwitchboardError
+from switchboard import admin
+from switchboard.errors import InvalidArgument
 from switchboard.feed import pages as feed_pages
 from switchboard.feed.events import KINDS as FEED_KINDS
 from switchboard.inbox import items as inbox
 from switchboard.inbox import waiting
 from switchboard.intake import json_shape, vault
 from switchboard.mcp_server import outputs
+from switchboard.mcp_server.relay_tools import RELAY_TOOLS
+from switchboard.mcp_server.specs import READ_ONLY, WRITE, WRITE_IDEMPOTENT, Caller, ToolSpec
+from switchboard.mcp_server.specs import schema as _schema
 from switchboard.models import Agent, Human, Project
-from switchboard.notify import subscriptions, trailer
+from switchboard.notify import subscriptions
 from switchboard.queue import leases, todos
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Caller:
-    """The actor of a tool call, resolved from the bearer token."""
-
-    agent_id: str
-    agent_name: str
-    human_id: str
-    session_key: str | None = None
-    """The calling session, which a token-less lease is bound to (:func:`session_of`)."""
-    session_id: str | None = None  # the channel adapter's session (X-Switchboard-Session), if any
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool, with all its metadata in one place (a new tool is one more entry in :data:`TOOLS`).
-
-    Attributes:
-        name: the tool name.
-        title: a short human title (MCP ``Tool.title``).
-        description: what it does, for the model.
-        input_schema: JSON Schema of the arguments; every property has a ``description``.
-        output_schema: JSON Schema of ``structuredContent`` (with the optional ``notifications``
-            member: :mod:`switchboard.mcp_server.outputs`).
-        annotations: MCP tool annotations (``readOnlyHint``, ``idempotentHint``,
-            ``destructiveHint``, ``openWorldHint``).
-        handler: runs in the hub with the calling agent as actor; returns structured content.
-        render: the short text rendering of a result.
-        waiter: an async variant that parks on the event loop (``inbox_wait``).
-    """
-
-    name: str
-    title: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
-    annotations: dict[str, bool]
-    handler: Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]
-    render: Callable[[dict[str, Any]], str]
-    waiter: Callable[[Hub, Caller, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
-
-    def definition(self) -> dict[str, Any]:
-        """The MCP ``Tool`` shape (camelCase wire names)."""
-        return {"name": self.name, "title": self.title, "description": self.description,
-                "inputSchema": self.input_schema, "outputSchema": self.output_schema,
-                "annotations": {"title": self.title, **self.annotations}}
-
-
-READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
-WRITE_IDEMPOTENT = {**WRITE, "idempotentHint": True}
-
-
-def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required or [], "additionalProperties": False}
 
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 100}
@@ -116,7 +55,7 @@ def _whoami(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
         agent = s.get(Agent, caller.agent_id)
         human = s.get(Human, caller.human_id)
-        grants = directory.grants_of(s, caller.agent_id)
+        grants = admin.grants_of(s, caller.agent_id)
         projects = dict(s.execute(
             select(Project.id, Project.name).where(Project.id.in_(list(grants)))  # type: ignore[attr-defined]
         ).all())
@@ -135,7 +74,7 @@ def _render_whoami(r: dict[str, Any]) -> str:
 
 def _todo_list(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
-        grants = directory.grants_of(s, caller.agent_id)
+        grants = admin.grants_of(s, caller.agent_id)
         return todos.list_todos(s, grants, project=args.get("project"), queue=args.get("queue"),
                                 state=args.get("state"), limit=args.get("limit", 50))
 
@@ -151,7 +90,7 @@ def _render_todo_list(r: dict[str, Any]) -> str:
 
 def _todo_get(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
-        return todos.get(s, directory.grants_of(s, caller.agent_id), args["todo_id"])
+        return todos.get(s, admin.grants_of(s, caller.agent_id), args["todo_id"])
 
 
 def _render_todo_get(r: dict[str, Any]) -> str:
@@ -163,7 +102,7 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
     if "todo_id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
     with hub.db.write() as s:
-        grants = directory.grants_of(s, caller.agent_id)
+        grants = admin.grants_of(s, caller.agent_id)
         return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
                             project=args.get("project"), queue=args.get("queue"),
                             lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
@@ -183,7 +122,7 @@ def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, C
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         extra = {name: args[name] for name in names if name in args}
         with hub.db.write() as s:
-            grants = directory.grants_of(s, caller.agent_id)
+            grants = admin.grants_of(s, caller.agent_id)
             return op(s, hub.clock, caller.agent_id, grants, todo_id=args["todo_id"],
                       lease_token=args.get("lease_token"), session_key=caller.session_key, **extra)
 
@@ -213,7 +152,7 @@ _LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": leases.MAX_LEASE_S
 def _post(kind: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         with hub.db.write() as s:
-            return inbox.post(s, hub.clock, agent_id=caller.agent_id, grants=directory.grants_of(s, caller.agent_id),
+            return inbox.post(s, hub.clock, agent_id=caller.agent_id, grants=admin.grants_of(s, caller.agent_id),
                               kind=kind, project=args["project"], title=args["title"], body=args.get("body"),
                               options=args.get("options"), expires_in_seconds=args.get("expires_in_seconds"),
                               on_expiry=args.get("on_expiry"))
@@ -262,7 +201,7 @@ def _render_wait(r: dict[str, Any]) -> str:
 
 def _feed_read(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.write() if args.get("since") is None else hub.db.read() as s:
-        return feed_pages.read(s, caller.agent_id, directory.grants_of(s, caller.agent_id),
+        return feed_pages.read(s, caller.agent_id, admin.grants_of(s, caller.agent_id),
                                project=args.get("project"), kinds=args.get("kinds"), since=args.get("since"),
                                limit=args.get("limit", feed_pages.DEFAULT_LIMIT))
 
@@ -275,7 +214,7 @@ def _render_feed(r: dict[str, Any]) -> str:
 
 def _subscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.write() as s:
-        return subscriptions.subscribe(s, hub.clock, caller.agent_id, directory.grants_of(s, caller.agent_id),
+        return subscriptions.subscribe(s, hub.clock, caller.agent_id, admin.grants_of(s, caller.agent_id),
                                        args["kinds"], args.get("project"))
 
 
@@ -451,188 +390,5 @@ TOOLS: list[ToolSpec] = [
         _schema({"ring_id": {**_ID, "description": "The ring_id attribute of the doorbell wake."}}, ["ring_id"]),
         outputs.DOORBELL_ACK, WRITE_IDEMPOTENT, _doorbell_ack, lambda r: f"doorbell {r['ring_id']} heard"),
 ]
-from switchboard.mcp_server.relay_tools import RELAY_TOOLS  # specs built on ToolSpec above
-
 TOOLS.extend(RELAY_TOOLS)
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
-
-
-HINTS = {
-    "unauthenticated": "the token is missing, unknown or revoked: your human runs `switchboard token vend AGENT` "
-                       "and restarts this session with the new SWITCHBOARD_TOKEN",
-    "forbidden": "this agent has no grant for that: ask your human (switchboard grant AGENT PROJECT)",
-    "not_found": "check the id (todo_list, inbox_read); ids are case-sensitive",
-    "conflict": "the state changed or your lease was lost: call todo_get, and todo_claim again if it is pending",
-    "invalid_argument": "fix the arguments (see the tool's input schema) and call again",
-    "rate_limited": "wait a minute, then call again",
-    "human_approval_required": "a human must approve this first (web UI or the permission prompt)",
-    "internal": "call again later; if it persists, ask your human to run `switchboard doctor AGENT`",
-    "hub_unreachable": "the Switchboard hub is down or --url is wrong: your human starts `switchboard serve` "
-                       "(or fixes --url); then call again",
-}
-
-
-def error_text(body: dict[str, Any]) -> str:
-    """The one line an error result shows the model (Claude Code shows it only the text of an
-    error result: anthropics/claude-code issue 86032, DESIGN.md §6.4): code, retryable, message
-    and what to do."""
-    hint = HINTS.get(str(body["code"]), HINTS["internal"])
-    message = " ".join(str(body["message"]).split())
-    return (f"error {body['code']} (retryable: {'yes' if body['retryable'] else 'no'}): {message}. "
-            f"What to do: {hint}.")
-
-
-def error_result(exc: SwitchboardError) -> dict[str, Any]:
-    """A tool error result: ``isError`` with ``{code, message, retryable}`` and :func:`error_text`."""
-    body = {"code": exc.code if exc.code in _TOOL_CODES else _TOOL_CODE_MAP.get(exc.code, "internal"),
-            "message": exc.message, "retryable": exc.retryable}
-    return {"content": [{"type": "text", "text": error_text(body)}], "structuredContent": body, "isError": True}
-
-
-_TOOL_CODES = {"unauthenticated", "forbidden", "not_found", "conflict", "invalid_argument", "rate_limited",
-               "human_approval_required", "internal"}
-_TOOL_CODE_MAP = {"dependency_unavailable": "internal", "malformed_request": "invalid_argument",
-                  "malformed_payload": "invalid_argument"}
-
-
-def validate(name: str, arguments: Any) -> tuple[ToolSpec, dict[str, Any]]:
-    """The tool and its arguments, checked against its input schema.
-
-    Raises:
-        InvalidArgument: unknown tool, or arguments that do not match the schema.
-    """
-    spec = TOOLS_BY_NAME.get(name)
-    if spec is None:
-        raise InvalidArgument(f"unknown tool {name!r}")
-    args = {} if arguments is None else arguments
-    if not isinstance(args, dict):
-        raise InvalidArgument("arguments must be a JSON object")
-    json_shape.check(args)  # depth, finite numbers, 64-bit integers, no lone surrogates
-    if TODO_ID_ALIAS in args and "todo_id" in spec.input_schema["properties"]:
-        if "todo_id" in args:
-            raise InvalidArgument("give todo_id (or its deprecated alias id), not both")
-        args = {("todo_id" if k == TODO_ID_ALIAS else k): v for k, v in args.items()}
-    try:
-        jsonschema.validate(args, spec.input_schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-        raise InvalidArgument(f"{where}: {exc.message}") from None
-    return spec, args
-
-
-def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:
-    """Validate ``arguments`` against the tool's schema and run it; return structured content.
-
-    Raises:
-        InvalidArgument: unknown tool, or arguments that do not match the schema.
-        SwitchboardError: whatever the tool raises (``not_found``, ``conflict``, ...).
-    """
-    spec, args = validate(name, arguments)
-    return spec.handler(hub, caller, args)
-
-
-def success(hub: Hub, caller: Caller, name: str, structured: dict[str, Any], *,
-            with_trailer: bool = True) -> dict[str, Any]:
-    """The wire result of a successful call, with the notifications trailer when something is
-    pending (DESIGN.md §6.4). A failing trailer is logged and left off: it never fails the call."""
-    result: dict[str, Any] = {"content": [{"type": "text", "text": TOOLS_BY_NAME[name].render(structured)}],
-                              "structuredContent": structured, "isError": False}
-    if with_trailer:
-        try:
-            member = trailer.collect(hub.db, caller.agent_id)
-        except Exception as exc:  # noqa: BLE001 - the trailer is a nudge; the ledger keeps everything
-            log.warning("notifications trailer skipped (%s)", type(exc).__name__)
-            member = None
-        if member is not None:
-            # DESIGN.md §6.4: the same items in three places, so a delivered item is one the model
-            # could read (Claude Code shows it structuredContent only, when there is one).
-            result["notifications"] = member
-            result["structuredContent"] = {**structured, "notifications": member}
-            first = result["content"][0]
-            first["text"] = trailer.text_block(member) + "\n" + first["text"]
-    return result
-
-
-def _internal(name: str) -> dict[str, Any]:
-    log.exception("tool %s failed", name)
-    return error_result(SwitchboardError("internal error; the operation may be retried"))
-
-
-def call_tool(hub: Hub, caller: Caller, name: str, arguments: Any, *, with_trailer: bool = True) -> dict[str, Any]:
-    """Run a tool for ``caller`` and return the wire-shaped result (never raises for bad input).
-
-    Args:
-        name: a tool name from :data:`TOOLS`.
-        arguments: the JSON arguments (an object, or ``None`` for none).
-        with_trailer: add the notifications trailer (off only for benchmarks).
-    """
-    try:
-        structured = invoke(hub, caller, name, arguments)
-    except SwitchboardError as exc:
-        return error_result(exc)
-    except Exception:  # noqa: BLE001 - a tool never answers with a traceback
-        return _internal(name)
-    return success(hub, caller, name, structured, with_trailer=with_trailer)
-
-
-async def call_tool_async(hub: Hub, caller: Caller, name: str, arguments: Any, *,
-                          with_trailer: bool = True) -> dict[str, Any]:
-    """:func:`call_tool` for the async servers: database work runs in worker threads, and a tool
-    with a ``waiter`` (``inbox_wait``) waits on the event loop, holding no thread."""
-    spec = TOOLS_BY_NAME.get(name)
-    if spec is None or spec.waiter is None:
-        return await anyio.to_thread.run_sync(
-            lambda: call_tool(hub, caller, name, arguments, with_trailer=with_trailer))
-    try:
-        spec, args = validate(name, arguments)
-        structured = await spec.waiter(hub, caller, args)
-    except SwitchboardError as exc:
-        return error_result(exc)
-    except Exception:  # noqa: BLE001
-        return _internal(name)
-    return await anyio.to_thread.run_sync(
-        lambda: success(hub, caller, name, structured, with_trailer=with_trailer))
-
-
-def resolve_caller(hub: Hub, token: str | None) -> Caller:
-    """Resolve a bearer token to the calling agent.
-
-    Raises:
-        Unauthenticated: missing, unknown or revoked token.
-    """
-    with hub.db.read() as s:
-        agent = directory.authenticate(s, token)
-        return Caller(agent.id, agent.name, agent.human_id)
-
-
-SESSION_HEADER = "x-switchboard-session"
-"""Sent by the channel adapter (one value per adapter process) and by REST callers that want
-their own session; a lease claimed without it is bound to the caller's token."""
-
-
-def session_of(caller: Caller, token: str | None, *, mcp_session: str | None = None,
-               header: str | None = None) -> Caller:
-    """``caller`` with its session key: the MCP session id on ``/mcp``, else the
-    ``X-Switchboard-Session`` header (adapter, REST), else a digest of the bearer token.
-
-    Keys are namespaced and cut to 80 characters; the token itself is never stored.
-    """
-    import hashlib
-
-    if mcp_session:
-        key = "mcp:" + mcp_session[:76]
-    elif header and header.strip():
-        key = "hdr:" + hashlib.sha256(header.strip().encode("utf-8", "replace")).hexdigest()[:40]
-    elif token:
-        key = "tok:" + hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:40]
-    else:
-        return caller
-    return replace(caller, session_key=key)
-
-
-def bearer(authorization: str | None) -> str | None:
-    """The token from an ``Authorization: Bearer <token>`` header value."""
-    if not authorization:
-        return None
-    scheme, _, value = authorization.partition(" ")
-    return value.strip() if scheme.lower() == "bearer" and value.strip() else None

@@ -1,5 +1,9 @@
-"""SQLModel tables. Import this package to register every table on ``SQLModel.metadata``."""
+"""SQLModel tables. Import this package to register every table on ``SQLModel.metadata``.
 
+Rule: imports only ``clock`` and ``sealing`` (the sealed column types); imported by every
+package that reads or writes rows. A new table is a module here, imported below; its
+migration goes in ``migrations/versions/``.
+"""
 from __future__ import annotations
 
 from sqlmodel import SQLModel

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
-from switchboard.intake.vault import SealedBytes
 from switchboard.models.base import json_column, new_id, time_column
+from switchboard.sealing.columns import SealedBytes
 
 FRIEND_STATUSES = ("pending", "approved", "declined", "expired")
 

@@ -9,9 +9,9 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
-from switchboard.intake.sealed_text import SealedText
-from switchboard.intake.vault import SealedBytes
 from switchboard.models.base import json_column, new_id, time_column
+from switchboard.sealing.columns import SealedBytes
+from switchboard.sealing.text import SealedText
 
 
 class Source(SQLModel, table=True):

@@ -14,12 +14,12 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlmodel import Session
 
-from switchboard.clock import Clock
+from switchboard.clock import Clock, iso
 from switchboard.errors import InvalidArgument, NotFound
 from switchboard.feed.events import KINDS, settled
 from switchboard.models import AgentCursor, FeedEvent, Subscription
 from switchboard.models.base import new_id
-from switchboard.queue.todos import iso, resolve_projects
+from switchboard.scope import resolve_projects
 
 MAX_SUBSCRIPTIONS = 50
 

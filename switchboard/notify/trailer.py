@@ -24,13 +24,13 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlmodel import Session
 
+from switchboard.clock import iso
 from switchboard.db import Database
 from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.inbox.items import resolved_after
 from switchboard.models import FeedEvent, Grant, Subscription
 from switchboard.notify import cursors
-from switchboard.queue.todos import iso
 
 MAX_ITEMS = 20
 

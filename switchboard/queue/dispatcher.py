@@ -1,17 +1,21 @@
-"""Where processing runs: an in-process worker thread, or rq jobs on Redis (DESIGN.md §3)."""
+"""Where processing runs: an in-process worker thread, or rq jobs on Redis (DESIGN.md §3).
+
+The dispatcher does not know the job: the hub (:mod:`switchboard.hub`) composes it with
+:mod:`switchboard.queue.jobs`, and rq jobs name :data:`RQ_JOB` by its import path.
+"""
 
 from __future__ import annotations
 
 import logging
 import queue as stdqueue
 import threading
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from switchboard.hub import Hub
+from collections.abc import Callable
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 RQ_QUEUE = "switchboard"
+RQ_JOB = "switchboard.worker.rq_process_delivery"
+"""The rq job's import path: one delivery id in, processed by the worker process's hub."""
 
 
 class Dispatcher(Protocol):
@@ -32,10 +36,18 @@ BATCH = 8
 
 class InlineDispatcher:
     """Embedded mode: one daemon thread processes deliveries in arrival order, taking every
-    waiting delivery (up to :data:`BATCH`, so the receiver's writer never waits long for the lock) into one write transaction (issue 11)."""
+    waiting delivery (up to :data:`BATCH`, so the receiver's writer never waits long for the lock)
+    into one write transaction (issue 11).
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
+    Args:
+        process_batch: Processes a list of delivery ids in one transaction; may raise, and then
+            nothing of the batch is committed.
+        process_one: Processes one delivery id and records its failure itself; must not raise.
+    """
+
+    def __init__(self, process_batch: Callable[[list[str]], object], process_one: Callable[[str], object]) -> None:
+        self._process_batch = process_batch
+        self._process_one = process_one
         self._queue: stdqueue.Queue[str | None] = stdqueue.Queue()
         self._thread = threading.Thread(target=self._run, name="switchboard-inline-worker", daemon=True)
         self._thread.start()
@@ -45,8 +57,6 @@ class InlineDispatcher:
         self._queue.put(delivery_id)
 
     def _run(self) -> None:
-        from switchboard.queue.jobs import process_batch
-
         while True:
             first = self._queue.get()
             if first is None:
@@ -63,25 +73,12 @@ class InlineDispatcher:
                     break
                 batch.append(more)
             try:
-                process_batch(self.hub, batch)
+                self._process_batch(batch)
             except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
                 for delivery_id in batch:
                     self._process_one(delivery_id)
             if stop:
                 return
-
-    def _process_one(self, delivery_id: str) -> None:
-        from switchboard.queue.jobs import process_delivery, record_failure
-
-        try:
-            process_delivery(self.hub, delivery_id)
-        except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
-            log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
-                        type(exc).__name__)
-            try:
-                record_failure(self.hub, delivery_id, exc)
-            except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
-                log.warning("could not record the failure of delivery %s", delivery_id)
 
     def close(self) -> None:
         """Finish queued work, then stop the thread."""
@@ -158,5 +155,5 @@ class RqDispatcher:
 def _job_data(queue: object, delivery_id: str, retry_cls: type) -> object:
     """The rq ``EnqueueData`` for one delivery: retries 1 s, 5 s, 30 s; 300 s timeout; failures kept 7 days."""
     return queue.prepare_data(  # type: ignore[attr-defined]
-        "switchboard.queue.jobs.rq_process_delivery", (delivery_id,), timeout=300,
+        RQ_JOB, (delivery_id,), timeout=300,
         failure_ttl=7 * 86400, retry=retry_cls(max=3, interval=[1, 5, 30]))

@@ -344,13 +344,22 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
     return len(ids)
 
 
-def rq_process_delivery(delivery_id: str) -> str | None:
-    """The rq job entry point: process with this worker process's hub (built from the environment)."""
-    from switchboard.hub import worker_hub
+def process_or_record(hub: Hub, delivery_id: str) -> str | None:
+    """Process one delivery; on failure log it and record it on the row instead of raising.
 
-    hub = worker_hub()
+    The delivery stays ``received`` and the sweeper retries it (embedded mode, one at a time
+    after a failed batch).
+
+    Returns:
+        The delivery's new status, or ``None`` when processing failed.
+    """
     try:
         return process_delivery(hub, delivery_id)
-    except Exception as exc:
-        record_failure(hub, delivery_id, exc)
-        raise
+    except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
+        log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
+                    type(exc).__name__)
+        try:
+            record_failure(hub, delivery_id, exc)
+        except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
+            log.warning("could not record the failure of delivery %s", delivery_id)
+        return None

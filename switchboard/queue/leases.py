@@ -27,12 +27,13 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlmodel import Session
 
-from switchboard.clock import Clock, SystemClock
+from switchboard.clock import Clock, SystemClock, iso
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo
 from switchboard.models.base import new_id
-from switchboard.queue.todos import claim_view, iso, readable, require_work, resolve_projects, row
+from switchboard.queue.todos import claim_view, readable, require_work, row
+from switchboard.scope import resolve_projects
 
 TODOS = Todo.__table__  # type: ignore[attr-defined]
 ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]

@@ -7,16 +7,16 @@ in :mod:`switchboard.queue.leases`.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session
 
-from switchboard.clock import Clock
+from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
-from switchboard.models import Attempt, Grant, Project, Todo
+from switchboard.models import Attempt, Grant, Todo
+from switchboard.scope import resolve_projects
 
 MAX_LIST_LIMIT = 200
 STATES = ("pending", "claimed", "done", "failed", "cancelled")
@@ -93,10 +93,6 @@ def row(todo: Todo, project_name: str | None = None, with_payload: bool = False)
     return out
 
 
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
-
-
 def readable(grants: dict[str, str], todo: Todo | None) -> Todo:
     if todo is None or todo.project_id not in grants:
         raise NotFound("no such todo")
@@ -106,25 +102,6 @@ def readable(grants: dict[str, str], todo: Todo | None) -> Todo:
 def require_work(grants: dict[str, str], todo: Todo) -> None:
     if grants.get(todo.project_id) != "work":
         raise Forbidden("this agent has read access only on the todo's project")
-
-
-def resolve_projects(session: Session, grants: dict[str, str], project: str | None, need_work: bool) -> list[str]:
-    """Project ids the agent may use, narrowed to ``project`` (id or name) when given.
-
-    Raises:
-        NotFound: ``project`` names nothing the agent can read (same answer as unknown).
-    """
-    if project is None:
-        wanted = [pid for pid, role in grants.items() if role == "work" or not need_work]
-        return wanted
-    found = session.execute(
-        select(Project.id).where((Project.id == project) | (Project.name == project))
-    ).scalars().first()
-    if found is None or found not in grants:
-        raise NotFound("no such project")
-    if need_work and grants[found] != "work":
-        raise Forbidden("this agent has read access only on that project")
-    return [found]
 
 
 def list_todos(

@@ -21,7 +21,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import get, join_title, label, load_json_object, one_line, text
 from switchboard.verifiers import discord_signature
 
@@ -61,7 +61,8 @@ class DiscordSource(BaseSource):
         if workspace:
             raise InvalidArgument("Discord identities have no workspace (user ids are global)")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Verify the Ed25519 signature with the configured public keys."""
         discord_signature.verify(body, headers, secrets)
 

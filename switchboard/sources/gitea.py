@@ -18,7 +18,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedRequest
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import (
     get,
     host_of,
@@ -64,7 +64,8 @@ class GiteaSource(BaseSource):
         if not workspace:
             raise InvalidArgument(f"{self.label} identities need --workspace: the instance host, e.g. codeberg.org")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Verify the Gitea/Forgejo signature headers (no timestamp in this scheme)."""
         gitea_signature.verify(body, headers, secrets)
 

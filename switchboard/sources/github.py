@@ -20,7 +20,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload, MalformedRequest
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import (
     TITLE_MAX_CHARS,
     is_form,
@@ -67,19 +67,17 @@ class GitHubSource(BaseSource):
         if workspace:
             raise InvalidArgument("GitHub identities have no workspace")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
-        """Verify ``X-Hub-Signature-256`` over the raw bytes (GitHub has no timestamp)."""
-        hub_signature.verify(body, headers.get("x-hub-signature-256"), secrets)
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
+        """Verify ``X-Hub-Signature-256`` over the raw bytes (GitHub has no timestamp).
 
-    def verify_source(self, source: Any, body: bytes, headers: Mapping[str, str], secrets: Sequence[str],
-                      clock: Clock) -> None:
-        """As :meth:`verify`; a source with ``allow_legacy_sha1`` also accepts a request that
-        carries only the legacy ``X-Hub-Signature`` (SHA-1). SHA-256 wins when both are sent."""
-        if getattr(source, "allow_legacy_sha1", False) and not headers.get("x-hub-signature-256") \
-                and headers.get("x-hub-signature"):
+        A source with ``options.allow_legacy_sha1`` also accepts a request that carries only the
+        legacy ``X-Hub-Signature`` (SHA-1); SHA-256 wins when both are sent.
+        """
+        if options.allow_legacy_sha1 and not headers.get("x-hub-signature-256") and headers.get("x-hub-signature"):
             hub_signature.verify_sha1(body, headers.get("x-hub-signature"), secrets)
             return
-        self.verify(body, headers, secrets, clock)
+        hub_signature.verify(body, headers.get("x-hub-signature-256"), secrets)
 
     def dedup_key(self, headers: Mapping[str, str], body: bytes) -> str | None:
         """SHA-256 of (hook id, delivery guid): fixed length, no collisions between the two parts.

@@ -26,7 +26,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import (
     get,
     host_of,
@@ -76,7 +76,8 @@ class GitLabSource(BaseSource):
         if not workspace:
             raise InvalidArgument("GitLab identities need --workspace: the instance host, e.g. gitlab.com")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Verify the signing-token signature and/or the secret token, whichever are sent.
 
         Raises:

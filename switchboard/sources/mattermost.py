@@ -18,7 +18,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import is_form, join_title, load_form, load_json_object, text
 from switchboard.verifiers import SignatureMissing, shared_token
 
@@ -59,7 +59,8 @@ class MattermostSource(BaseSource):
         if not _ID.fullmatch(external_id):
             raise InvalidArgument("a Mattermost external id is the user id (26 characters), not the username")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Compare the body's ``token`` with the configured tokens.
 
         Raises:

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from switchboard.errors import InvalidArgument
-from switchboard.sources import Envelope
+from switchboard.sources.base import Envelope
 
 _GITHUB_LIKE = ("issues", "issue_comment", "pull_request", "pull_request_review", "push", "workflow_run",
                 "check_run", "release", "discussion")

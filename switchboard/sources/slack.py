@@ -35,7 +35,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument, MalformedPayload
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import (
     get,
     is_form,
@@ -134,7 +134,8 @@ class SlackSource(BaseSource):
             return False
         return set(fields) == {"ssl_check", "token"} and fields["ssl_check"] == "1"
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Verify ``X-Slack-Signature`` with the injected clock (±300 s)."""
         slack_signature.verify(body, headers, secrets, clock)
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import SOURCE_SENDER, BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, SOURCE_SENDER, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import load_json_object, one_line, text
 from switchboard.verifiers import standard_webhooks
 
@@ -60,7 +60,8 @@ class StandardWebhooksSource(BaseSource):
         if not _SOURCE_ID.fullmatch(external_id) or workspace:
             raise InvalidArgument("a Standard Webhooks identity is the source id (src_…), no workspace")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Verify the signature list with the injected clock (±300 s)."""
         standard_webhooks.verify(body, headers, secrets, clock)
 

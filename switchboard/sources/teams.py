@@ -21,7 +21,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import get, join_title, load_json_object, one_line, text
 from switchboard.verifiers import teams_hmac
 
@@ -66,7 +66,8 @@ class TeamsSource(BaseSource):
         """Object ids are compared in lower case."""
         return workspace, external_id.lower()
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Verify ``Authorization: HMAC`` (Teams sends no timestamp)."""
         teams_hmac.verify(body, headers, secrets)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.sources import BaseSource, Envelope, Sender
+from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import get, join_title, load_json_object, one_line, text
 from switchboard.verifiers import shared_token
 
@@ -60,7 +60,8 @@ class TelegramSource(BaseSource):
         if workspace:
             raise InvalidArgument("Telegram identities have no workspace")
 
-    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock) -> None:
+    def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
+               options: SourceOptions = NO_OPTIONS) -> None:
         """Compare ``X-Telegram-Bot-Api-Secret-Token`` with the configured secrets."""
         shared_token.verify(headers.get("x-telegram-bot-api-secret-token"), secrets)
 

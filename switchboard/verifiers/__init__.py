@@ -1,5 +1,8 @@
 """Pure signature schemes.
 
+Rule: imports only ``errors`` (and a ``Clock``); imported only by ``sources``. A new scheme
+is a module here, named after the scheme; an adapter in ``sources/`` calls it.
+
 The rule of this folder: no I/O, no database, no web framework. Bytes, headers and a clock
 in; return on success, raise a specific :class:`~switchboard.errors.VerificationFailed` out.
 A credential header that does not even parse is a verification failure too (401, never 400):
@@ -15,7 +18,6 @@ The reasons shared by every scheme live here::
     ├── SignatureMalformed      a signature, token or timestamp header does not parse
     └── TimestampOutOfWindow    the signed timestamp is too old or too far ahead
 """
-
 from __future__ import annotations
 
 from switchboard.errors import VerificationFailed

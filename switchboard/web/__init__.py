@@ -1,1 +1,6 @@
-"""HTTP: the uvicorn root (async receiver, agent stream, /mcp, Flask mount) and the Flask app."""
+"""HTTP: the uvicorn root (async receiver, agent stream, /mcp, Flask mount) and the Flask app.
+
+Rule: the top: imports everything below (hub, domain packages, ``mcp_server``); imported
+only by ``cli`` (``serve``) and lazily by the hub (the ingest writer and source cache). ASGI
+routes are registered in :mod:`.asgi`, Flask blueprints in :mod:`.flask_app`.
+"""

@@ -30,15 +30,10 @@ from starlette.responses import JSONResponse, Response
 from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
 from switchboard.inbox.permissions import start_position
 from switchboard.intake import json_shape
-from switchboard.mcp_server.tools import (
-    SESSION_HEADER,
-    TOOLS,
-    Caller,
-    bearer,
-    call_tool_async,
-    resolve_caller,
-    session_of,
-)
+from switchboard.mcp_server.callers import SESSION_HEADER, bearer, resolve_caller, session_of
+from switchboard.mcp_server.calls import call_tool_async
+from switchboard.mcp_server.specs import Caller
+from switchboard.mcp_server.tools import TOOLS
 from switchboard.models.base import new_id
 from switchboard.notify import sessions
 from switchboard.notify.broker import Subscriber

@@ -65,23 +65,23 @@ def authenticate_any(hub: Hub, authorization: str | None) -> dict[str, str]:
     """
     from sqlalchemy import select
 
-    from switchboard import directory
-    from switchboard.mcp_server.tools import bearer
+    from switchboard import admin
+    from switchboard.mcp_server.callers import bearer
     from switchboard.models import HumanToken, Token
 
     token = bearer(authorization)
     if token is None or len(token) > 200:
         raise Unauthenticated("a valid agent or human token is required")
-    if token.startswith(directory.TOKEN_PREFIX):
+    if token.startswith(admin.TOKEN_PREFIX):
         table, kind = Token, "agent"
-    elif token.startswith(directory.HUMAN_TOKEN_PREFIX):
+    elif token.startswith(admin.HUMAN_TOKEN_PREFIX):
         table, kind = HumanToken, "human"  # type: ignore[assignment]
     else:
         raise Unauthenticated("a valid agent or human token is required")
     owner = table.agent_id if kind == "agent" else HumanToken.human_id  # type: ignore[attr-defined]
     with hub.db.read() as s:
         row = s.execute(select(table.id, owner).where(  # type: ignore[attr-defined]
-            table.token_sha256 == directory.token_digest(token), table.revoked_at.is_(None))).first()
+            table.token_sha256 == admin.token_digest(token), table.revoked_at.is_(None))).first()
     if row is None:
         raise Unauthenticated("a valid agent or human token is required")
     return {"kind": kind, "id": row[1], "token_id": row[0]}

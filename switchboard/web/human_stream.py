@@ -32,11 +32,11 @@ from sse_starlette.sse import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import InvalidArgument, SwitchboardError, Unauthenticated
 from switchboard.feed.bell import BELL, POLL_SECONDS
 from switchboard.feed.events import settled
-from switchboard.mcp_server.tools import bearer
+from switchboard.mcp_server.callers import bearer
 from switchboard.models import FeedEvent
 from switchboard.web import logins
 from switchboard.web.problems import from_error
@@ -63,7 +63,7 @@ def human_for_request(hub: Hub, cookie_loader: Any, cookies: dict[str, str], aut
     """
     with hub.db.read() as s:
         if authorization:
-            return directory.authenticate_human(s, bearer(authorization)).id
+            return admin.authenticate_human(s, bearer(authorization)).id
         raw = cookies.get(COOKIE_NAME)
         data: dict[str, Any] = {}
         if raw:
@@ -90,7 +90,7 @@ def _newest(hub: Hub) -> int:
 
 def _after(hub: Hub, human_id: str, position: int) -> list[tuple[int, str, str]]:
     with hub.db.read() as s:
-        owned = directory.owned_projects(s, human_id)
+        owned = admin.owned_projects(s, human_id)
         if not owned:
             return []
         rows = s.execute(select(FeedEvent.id, FeedEvent.kind, FeedEvent.project_id).where(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import DependencyUnavailable
 from switchboard.models import Delivery, Source, SourceSecret
 from switchboard.models.stamps import read_stamp
@@ -98,7 +98,7 @@ class SourceCache:
             if source is None or not source.enabled:
                 self._entries.pop(source_id, None)
                 return None
-            secrets = directory.source_secrets(s, source.id, now)
+            secrets = admin.source_secrets(s, source.id, now)
             expiries = s.execute(sa.select(SourceSecret.expires_at).where(
                 SourceSecret.source_id == source.id, SourceSecret.expires_at.is_not(None),  # type: ignore[union-attr]
                 SourceSecret.expires_at > now)).scalars().all()  # type: ignore[operator]

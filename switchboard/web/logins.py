@@ -21,7 +21,7 @@ from datetime import timedelta
 from sqlalchemy import select, update
 from sqlmodel import Session
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.clock import Clock
 from switchboard.config import Settings
 from switchboard.errors import Unauthenticated
@@ -43,10 +43,10 @@ def create_link(session: Session, clock: Clock, human_name: str) -> str:
     Raises:
         NotFound: no such human.
     """
-    human = directory.human_by_name(session, human_name)
+    human = admin.human_by_name(session, human_name)
     token = LINK_PREFIX + pysecrets.token_urlsafe(32)
     now = clock.now()
-    session.add(LoginLink(human_id=human.id, token_sha256=directory.token_digest(token), created_at=now,
+    session.add(LoginLink(human_id=human.id, token_sha256=admin.token_digest(token), created_at=now,
                           expires_at=now + timedelta(seconds=LOGIN_LINK_SECONDS)))
     session.flush()
     return token
@@ -68,7 +68,7 @@ def link_is_live(session: Session, clock: Clock, token: str | None) -> bool:
     if not isinstance(token, str) or not token.startswith(LINK_PREFIX) or len(token) > _MAX_TOKEN:
         return False
     row = session.execute(select(LoginLink).where(
-        LoginLink.token_sha256 == directory.token_digest(token))).scalars().first()
+        LoginLink.token_sha256 == admin.token_digest(token))).scalars().first()
     return row is not None and row.used_at is None and row.expires_at > clock.now()
 
 
@@ -84,7 +84,7 @@ def redeem(session: Session, clock: Clock, token: str | None) -> tuple[str, Huma
     if not isinstance(token, str) or not token.startswith(LINK_PREFIX) or len(token) > _MAX_TOKEN:
         raise _bad("link")
     now = clock.now()
-    digest = directory.token_digest(token)
+    digest = admin.token_digest(token)
     # One conditional update: of two redemptions racing, exactly one sees rowcount 1.
     used = session.execute(
         update(LoginLink).where(LoginLink.token_sha256 == digest, LoginLink.used_at.is_(None),  # type: ignore[union-attr]
@@ -97,7 +97,7 @@ def redeem(session: Session, clock: Clock, token: str | None) -> tuple[str, Huma
     human = session.get(Human, human_id)
     assert human is not None
     web_token = SESSION_PREFIX + pysecrets.token_urlsafe(32)
-    session.add(WebSession(human_id=human.id, token_sha256=directory.token_digest(web_token), created_at=now,
+    session.add(WebSession(human_id=human.id, token_sha256=admin.token_digest(web_token), created_at=now,
                            expires_at=now + timedelta(seconds=SESSION_SECONDS)))
     session.flush()
     return web_token, human
@@ -113,7 +113,7 @@ def authenticate(session: Session, clock: Clock, token: str | None) -> Human:
         raise _bad("session")
     row = session.execute(
         select(Human).join(WebSession, WebSession.human_id == Human.id).where(
-            WebSession.token_sha256 == directory.token_digest(token), WebSession.ended_at.is_(None),  # type: ignore[union-attr]
+            WebSession.token_sha256 == admin.token_digest(token), WebSession.ended_at.is_(None),  # type: ignore[union-attr]
             WebSession.expires_at > clock.now())  # type: ignore[operator]
     ).scalars().first()
     if row is None:
@@ -124,7 +124,7 @@ def authenticate(session: Session, clock: Clock, token: str | None) -> Human:
 def end(session: Session, clock: Clock, token: str | None) -> None:
     """Log out: end the web session of ``token`` (nothing happens for an unknown token)."""
     if isinstance(token, str) and len(token) <= _MAX_TOKEN:
-        session.execute(update(WebSession).where(WebSession.token_sha256 == directory.token_digest(token),
+        session.execute(update(WebSession).where(WebSession.token_sha256 == admin.token_digest(token),
                                                  WebSession.ended_at.is_(None))  # type: ignore[union-attr]
                         .values(ended_at=clock.now()).execution_options(synchronize_session=False))
 
@@ -138,7 +138,7 @@ def cookie_key(settings: Settings) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    from switchboard.intake.vault import load_key_ring
+    from switchboard.sealing.keys import load_key_ring
 
     ring = load_key_ring(settings)
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,

@@ -25,7 +25,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard.errors import RateLimited, SwitchboardError
-from switchboard.mcp_server.tools import bearer, resolve_caller
+from switchboard.mcp_server.callers import bearer, resolve_caller
 from switchboard.web.problems import from_error
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from switchboard.errors import (
     VerificationFailed,
 )
 from switchboard.models.base import new_id
-from switchboard.sources import Envelope, adapter_for
+from switchboard.sources import Envelope, SourceOptions, adapter_for
 from switchboard.web.ingest import STALE, CachedSource, read_stamp
 from switchboard.web.problems import from_error, problem
 
@@ -138,11 +138,7 @@ def _verify(hub: Hub, adapter: Any, entry: CachedSource, body: bytes, headers: d
     if not entry.secrets:
         raise SourceUnconfigured()
     try:
-        verify_source = getattr(adapter, "verify_source", None)
-        if verify_source is not None:  # a scheme with per-source options (GitHub's legacy SHA-1)
-            verify_source(entry.source, body, headers, list(entry.secrets), hub.clock)
-        else:
-            adapter.verify(body, headers, list(entry.secrets), hub.clock)
+        adapter.verify(body, headers, list(entry.secrets), hub.clock, SourceOptions.of(entry.source))
     except (VerificationFailed, MalformedRequest):
         # One generic 401 for every verification failure, whatever the header's shape: no oracle
         # for attackers, and Discord's endpoint checker requires 401 (issue 12 #1).

@@ -24,7 +24,8 @@ from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, SwitchboardError
 from switchboard.inbox import alerts, permissions
-from switchboard.mcp_server.tools import Caller, bearer, resolve_caller
+from switchboard.mcp_server.callers import bearer, resolve_caller
+from switchboard.mcp_server.specs import Caller
 from switchboard.web.problems import from_error
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """REST for the agent surface beyond todos, and the human side of the inbox (DESIGN.md §6.3).
 
 Agent routes take ``Authorization: Bearer sbk_...`` and run the same handlers as the MCP
-tools (:func:`switchboard.mcp_server.tools.invoke`); human routes take a human API token
+tools (:func:`switchboard.mcp_server.calls.invoke`); human routes take a human API token
 (``Bearer sbh_...``, vended by ``switchboard token vend-human``) and act only on items waiting
 on that human: another human's item is ``not_found``, like an unknown one. Requests are
 validated with the marshmallow schemas of :mod:`switchboard.web.schemas`; errors are problem
@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.inbox import items as inbox
 from switchboard.intake import json_shape
-from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
+from switchboard.mcp_server.callers import bearer, resolve_caller
+from switchboard.mcp_server.calls import invoke
 from switchboard.web import schemas
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def unsubscribe(subscription_id: str) -> Any:
 
 def _human_id() -> str:
     with _hub().db.read() as s:
-        return directory.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
+        return admin.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
 
 
 @bp.get("/human/inbox")

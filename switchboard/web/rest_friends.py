@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import InvalidArgument
 from switchboard.friends import requests as friends
-from switchboard.mcp_server.tools import bearer, invoke, resolve_caller
+from switchboard.mcp_server.callers import bearer, resolve_caller
+from switchboard.mcp_server.calls import invoke
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -95,7 +96,7 @@ def todo_create() -> Any:
 def human_friends() -> Any:
     """Friendships the calling human is part of."""
     with _hub().db.read() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify({"friendships": friends.list_for_human(s, human.id)})
 
 
@@ -104,5 +105,5 @@ def human_revoke(friendship_id: str) -> Any:
     """Revoke a friendship the calling human is part of."""
     hub = _hub()
     with hub.db.write() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify(friends.revoke(s, hub.clock, friendship_id, human_id=human.id))

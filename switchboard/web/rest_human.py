@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, current_app, jsonify, request
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import InvalidArgument, NotFound
 from switchboard.intake import json_shape
 from switchboard.intake.channel_break import breaks_channel
-from switchboard.mcp_server.tools import bearer
+from switchboard.mcp_server.callers import bearer
 from switchboard.models import Project, Todo
 from switchboard.queue import todos
 from switchboard.sources.github import one_line
@@ -45,8 +45,8 @@ def _hub() -> Hub:
 
 
 def _owned(session: Session) -> list[str]:
-    human = directory.authenticate_human(session, bearer(request.headers.get("Authorization")))
-    return directory.owned_projects(session, human.id)
+    human = admin.authenticate_human(session, bearer(request.headers.get("Authorization")))
+    return admin.owned_projects(session, human.id)
 
 
 def _body() -> dict[str, Any]:
@@ -92,7 +92,7 @@ def add_todo() -> Any:
     if not title or breaks_channel(title):
         raise InvalidArgument("title must be one non-empty line without a <channel> tag")
     queue = body.get("queue", "default")
-    directory.check_name("queue", queue)
+    admin.check_name("queue", queue)
     priority = body.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")
@@ -105,7 +105,7 @@ def add_todo() -> Any:
             raise NotFound("no such project")
         agent_id = None
         if body.get("assign") is not None:
-            agent_id = directory.assignable_agent(s, body["assign"], project.id).id
+            agent_id = admin.assignable_agent(s, body["assign"], project.id).id
         todo, _ = todos.create(s, hub.clock, project_id=project.id, queue=queue, kind="manual", title=title,
                                payload=None)
         todo.priority, todo.assigned_agent_id = priority, agent_id
@@ -128,7 +128,7 @@ def act(todo_id: str, action: str) -> Any:
                 raise InvalidArgument("agent (the agent's name) is required")
             todo_row = _todo(s, owned, todo_id)
             todo = todos.assign(s, hub.clock, todo_id,
-                                directory.assignable_agent(s, body["agent"], todo_row.project_id).id)
+                                admin.assignable_agent(s, body["agent"], todo_row.project_id).id)
             todo.rung_at, todo.ring_count = None, 0  # the assignee is rung on the next pass
             return jsonify(todos.row(todo))
         raise InvalidArgument(f"unknown action {action!r}; one of retry, cancel, assign")
@@ -164,9 +164,9 @@ def act_on_quarantine(delivery_id: str, action: str) -> Any:
     body = _body()
     hub = _hub()
     with hub.db.write() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         delivery = s.get(Delivery, delivery_id)
-        if delivery is None or delivery.project_id not in directory.owned_projects(s, human.id):
+        if delivery is None or delivery.project_id not in admin.owned_projects(s, human.id):
             raise NotFound("no such delivery")
         if action == "discard":
             quarantine.discard(s, hub.clock, delivery_id)

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard import directory, revocation
+from switchboard import admin, revocation
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
-from switchboard.mcp_server.tools import bearer
+from switchboard.mcp_server.callers import bearer
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -63,7 +63,7 @@ def revoke_agent_tokens(name: str) -> Any:
     hub = _hub()
     token_id = _token_id()
     with hub.db.write() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         revoked = revocation.revoke_agent_tokens(s, hub.clock, name, token_id, owner_human_id=human.id)
     return jsonify({"revoked": revoked})
 
@@ -88,7 +88,7 @@ def list_agent_tokens(name: str) -> Any:
 
     hub = _hub()
     with hub.db.read() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         agent = s.execute(select(Agent).where(Agent.name == name, Agent.human_id == human.id)).scalars().first()
         if agent is None or agent.removed_at is not None:
             from switchboard.errors import NotFound
@@ -114,7 +114,7 @@ def revoke_grant(name: str, project: str) -> Any:
     """
     hub = _hub()
     with hub.db.write() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify(revocation.revoke_grant(s, name, project, acting_human_id=human.id))
 
 
@@ -134,7 +134,7 @@ def remove_agent(name: str) -> Any:
     """
     hub = _hub()
     with hub.db.write() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify(revocation.remove_agent(s, hub.clock, name, owner_human_id=human.id))
 
 
@@ -153,5 +153,5 @@ def revoke_own_tokens() -> Any:
     hub = _hub()
     token_id = _token_id()
     with hub.db.write() as s:
-        human = directory.authenticate_human(s, bearer(request.headers.get("Authorization")))
+        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify({"revoked": revocation.revoke_human_tokens(s, hub.clock, human.id, token_id)})

@@ -20,7 +20,8 @@ from flask import Blueprint, current_app, jsonify, request
 
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
-from switchboard.mcp_server.tools import SESSION_HEADER, bearer, invoke, resolve_caller, session_of
+from switchboard.mcp_server.callers import SESSION_HEADER, bearer, resolve_caller, session_of
+from switchboard.mcp_server.calls import invoke
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub

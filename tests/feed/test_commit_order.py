@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.feed import events as feed
@@ -37,11 +37,11 @@ def pg_hub(postgres_url: str, tmp_path: Path) -> Iterator[Hub]:
 
 def _world(hub: Hub) -> tuple[str, str, dict[str, str]]:
     with hub.db.write() as s:
-        directory.add_human(s, "alice")
-        project = directory.add_project(s, "acme")
-        agent = directory.add_agent(s, "a1", "alice")
-        directory.grant(s, "a1", "acme", "work")
-        return agent.id, project.id, directory.grants_of(s, agent.id)
+        admin.add_human(s, "alice")
+        project = admin.add_project(s, "acme")
+        agent = admin.add_agent(s, "a1", "alice")
+        admin.grant(s, "a1", "acme", "work")
+        return agent.id, project.id, admin.grants_of(s, agent.id)
 
 
 def _append(hub: Hub, project_id: str, title: str) -> int:

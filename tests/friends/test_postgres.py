@@ -8,11 +8,12 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.inbox import chat_verdicts, items, permissions
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.models import AgentEvent, InboxItem
 from tests.conftest import configure
 from tests.services import fresh_postgres_database
@@ -24,11 +25,11 @@ def test_the_relay_and_a_friendship_work_on_postgresql(postgres_url: str, tmp_pa
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            bob = directory.add_human(s, "bob")
-            directory.add_project(s, "beta")
-            bobbot = directory.add_agent(s, "bobbot", "bob")
-            directory.grant(s, "bobbot", "beta", "work")
-            alice_id = directory.human_by_name(s, "alice").id
+            bob = admin.add_human(s, "bob")
+            admin.add_project(s, "beta")
+            bobbot = admin.add_agent(s, "bobbot", "bob")
+            admin.grant(s, "bobbot", "beta", "work")
+            alice_id = admin.human_by_name(s, "alice").id
         alice = Caller(world.agent_id, "claude1", alice_id)
         bobc = Caller(bobbot.id, "bobbot", bob.id, session_id="ses_bob")
         fr = call_tool(hub, alice, "friend_request", {"to_agent": "bobbot", "queues": ["beta/inbox"],

@@ -12,12 +12,13 @@ import httpx2
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import NotFound
 from switchboard.hub import Hub
 from switchboard.inbox import items, permissions
 from switchboard.intake import vault
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.models import InboxItem, SecretRef, Todo
 from tests.conftest import LiveApp, World
 
@@ -35,11 +36,11 @@ class Two:
 def two(world: World) -> Iterator[Two]:
     hub = Hub(world.settings, role="cli")
     with hub.db.write() as s:
-        bob = directory.add_human(s, "bob")
-        directory.add_project(s, "beta")
-        bobbot = directory.add_agent(s, "bobbot", "bob")
-        directory.grant(s, "bobbot", "beta", "work")
-        alice = directory.human_by_name(s, "alice")
+        bob = admin.add_human(s, "bob")
+        admin.add_project(s, "beta")
+        bobbot = admin.add_agent(s, "bobbot", "bob")
+        admin.grant(s, "bobbot", "beta", "work")
+        alice = admin.human_by_name(s, "alice")
         alice_caller = Caller(world.agent_id, "claude1", alice.id)
         bob_caller = Caller(bobbot.id, "bobbot", bob.id, session_id="ses_bob")
         ids = (alice.id, bob.id)
@@ -175,7 +176,7 @@ def test_an_allowed_prompt_is_a_bound_decision_used_once(two: Two) -> None:
     fr1 = _request(two)["request_id"]
     # One prompt whose preview names two requests: it approves the first, and is then used up.
     with two.hub.db.write() as s:
-        other = directory.add_agent(s, "claude2", "alice")
+        other = admin.add_agent(s, "claude2", "alice")
     second = ok(two.hub, Caller(other.id, "claude2", two.alice_id), "friend_request",
                 {"to_agent": "bobbot", "queues": ["beta/inbox"], "reason": "also"})
     fr2 = second["request_id"]
@@ -250,13 +251,13 @@ def test_todo_create_screens_text_and_respects_grants_and_revocation(two: Two, w
 def test_humans_list_and_revoke_friendships_over_rest(live: LiveApp) -> None:
     hub = live.hub
     with hub.db.write() as s:
-        directory.add_human(s, "bob")
-        directory.add_project(s, "beta")
-        bobbot = directory.add_agent(s, "bobbot", "bob")
-        directory.grant(s, "bobbot", "beta", "work")
-        bob_token = directory.vend_human_token(s, "bob")
-        directory.add_human(s, "eve")
-        eve_token = directory.vend_human_token(s, "eve")
+        admin.add_human(s, "bob")
+        admin.add_project(s, "beta")
+        bobbot = admin.add_agent(s, "bobbot", "bob")
+        admin.grant(s, "bobbot", "beta", "work")
+        bob_token = admin.vend_human_token(s, "bob")
+        admin.add_human(s, "eve")
+        eve_token = admin.vend_human_token(s, "eve")
     agent = {"Authorization": f"Bearer {live.world.token}"}
     asked = httpx2.post(f"{live.url}/api/v1/friends/requests", json={"to_agent": "bobbot", "queues": ["beta/q"],
                                                                        "reason": "r"}, headers=agent, timeout=30)

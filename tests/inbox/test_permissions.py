@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.hub import Hub
 from switchboard.inbox import chat_verdicts, items, permissions
@@ -131,7 +131,7 @@ def test_a_decision_writes_one_verdict_event_for_the_relaying_session(world: Wor
 
 
 def world_human(s: Any, world: World) -> str:
-    return directory.human_by_name(s, "alice").id
+    return admin.human_by_name(s, "alice").id
 
 
 def test_a_closed_session_expires_its_prompts_and_marks_queued_verdicts_gone(world: World) -> None:
@@ -160,7 +160,7 @@ def test_a_chat_verdict_applies_only_when_exactly_one_open_item_carries_the_id(w
             human = world_human(s, world)
             assert chat_verdicts.apply(s, hub.clock, human, "approve", "abcde") == {"outcome": "ambiguous"}
             assert chat_verdicts.apply(s, hub.clock, human, "approve", "zzzzz") == {"outcome": "unknown"}
-            other = directory.add_human(s, "carol").id
+            other = admin.add_human(s, "carol").id
             assert chat_verdicts.apply(s, hub.clock, other, "approve", "abcde") == {"outcome": "unknown"}
         with hub.db.read() as s:
             rows = s.execute(select(InboxItem.status).where(InboxItem.request_id == "abcde")).scalars().all()

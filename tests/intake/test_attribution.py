@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -35,17 +35,17 @@ def test_project_owners_and_granted_agents_humans_are_trusted_nobody_else(tmp_pa
     try:
         with hub.db.write() as s:
             for n, name in enumerate(("owner", "worker", "stranger", "other_owner")):
-                directory.add_human(s, name)
-                directory.link_identity(s, name, "github", str(100 + n))
-            directory.add_project(s, "acme")
-            directory.add_project(s, "beta")
-            directory.add_owner(s, "acme", "owner")
-            directory.add_owner(s, "beta", "other_owner")
-            directory.add_agent(s, "w1", "worker")
-            directory.grant(s, "w1", "acme", "work")
-            directory.add_agent(s, "s1", "stranger")
-            directory.grant(s, "s1", "beta", "work")
-            source, _ = directory.add_source(s, "acme", "github", "It's a Secret to Everybody")
+                admin.add_human(s, name)
+                admin.link_identity(s, name, "github", str(100 + n))
+            admin.add_project(s, "acme")
+            admin.add_project(s, "beta")
+            admin.add_owner(s, "acme", "owner")
+            admin.add_owner(s, "beta", "other_owner")
+            admin.add_agent(s, "w1", "worker")
+            admin.grant(s, "w1", "acme", "work")
+            admin.add_agent(s, "s1", "stranger")
+            admin.grant(s, "s1", "beta", "work")
+            source, _ = admin.add_source(s, "acme", "github", "It's a Secret to Everybody")
         with hub.db.read() as s:
             src = s.get(Source, source.id)
             verdicts = {name: attribute(s, _sender(str(100 + n)), src).reason

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.clock import FixedClock, utcnow
 from switchboard.errors import Conflict, NotFound
 from switchboard.intake import quarantine
@@ -47,7 +47,7 @@ def test_unknown_sender_then_link_then_release_makes_one_todo(multi: MultiApp) -
         with pytest.raises(Conflict):  # still unknown: nothing to release to
             quarantine.release(s, multi.hub.clock, d.id)
     with multi.hub.db.write() as s:
-        directory.link_identity(s, "alice", "slack", "U0NEWPERSON", "T024BE7LD")
+        admin.link_identity(s, "alice", "slack", "U0NEWPERSON", "T024BE7LD")
     with multi.hub.db.write() as s:
         quarantine.release(s, multi.hub.clock, d.id)
     assert process_delivery(multi.hub, d.id) == "processed"
@@ -67,7 +67,7 @@ def test_bot_sender_is_quarantined_and_released_only_as_a_human(multi: MultiApp)
     with multi.hub.db.write() as s:
         with pytest.raises(Conflict):
             quarantine.release(s, multi.hub.clock, d.id)
-        alice = directory.human_by_name(s, "alice")
+        alice = admin.human_by_name(s, "alice")
         quarantine.release(s, multi.hub.clock, d.id, as_human_id=alice.id)
     assert process_delivery(multi.hub, d.id) == "processed"
     d = multi.delivery(d.id)
@@ -86,15 +86,15 @@ def test_discord_bot_flag(multi: MultiApp) -> None:
 
 def test_untrusted_sender_default_and_explicit_list(multi: MultiApp) -> None:
     with multi.hub.db.write() as s:
-        directory.add_human(s, "bob")
-        directory.link_identity(s, "bob", "telegram", "2222222")
+        admin.add_human(s, "bob")
+        admin.link_identity(s, "bob", "telegram", "2222222")
     p = payload("telegram")
     p["message"]["from"]["id"] = 2222222
     d = _send(multi, "telegram", p)
     # bob has an identity but no agent granted on the project: not trusted by default.
     assert d.quarantine_reason == "untrusted_sender"
     with multi.hub.db.write() as s:
-        directory.set_trusted(s, multi.sources["telegram"], "bob", True)
+        admin.set_trusted(s, multi.sources["telegram"], "bob", True)
     with multi.hub.db.write() as s:
         quarantine.release(s, multi.hub.clock, d.id)
     assert process_delivery(multi.hub, d.id) == "processed"
@@ -102,7 +102,7 @@ def test_untrusted_sender_default_and_explicit_list(multi: MultiApp) -> None:
     d2 = _send(multi, "telegram", payload("telegram"))
     assert d2.quarantine_reason == "untrusted_sender"
     with multi.hub.db.write() as s:
-        directory.clear_trusted(s, multi.sources["telegram"])
+        admin.clear_trusted(s, multi.sources["telegram"])
     assert _send(multi, "telegram", payload("telegram")).status == "processed"
 
 
@@ -145,4 +145,4 @@ def test_chat_text_is_content_not_an_instruction(multi: MultiApp) -> None:
     assert "ignore previous instructions" in todo.title  # carried as data, nothing executed
     with multi.hub.db.read() as s:
         with pytest.raises(NotFound):
-            directory.agent_by_name(s, "evil")
+            admin.agent_by_name(s, "evil")

@@ -7,12 +7,12 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import alembic_config, upgrade
 from switchboard.hub import Hub
 from switchboard.intake import vault
-from switchboard.intake.sealed_text import PREFIX, key_id_of
+from switchboard.sealing.text import PREFIX, key_id_of
 from tests.conftest import CASES, LiveApp, World, github_headers, serve_in_thread
 
 
@@ -54,7 +54,7 @@ def test_migration_0009_seals_clear_secrets_in_place(tmp_path: Path) -> None:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.read() as s:
-            assert directory.source_secrets(s, "src_1", hub.clock.now()) == ["clear-secret-value"]
+            assert admin.source_secrets(s, "src_1", hub.clock.now()) == ["clear-secret-value"]
     finally:
         hub.close()
 
@@ -67,6 +67,6 @@ def test_vault_rotate_reseals_source_secrets_under_the_new_key(world: World) -> 
         after = {key_id_of(v) for v in _stored(world.settings)}
         assert after == {done.primary} and before.isdisjoint(after)
         with hub.db.read() as s:
-            assert directory.source_secrets(s, world.source_id, hub.clock.now()) == [world.secret]
+            assert admin.source_secrets(s, world.source_id, hub.clock.now()) == [world.secret]
     finally:
         hub.close()

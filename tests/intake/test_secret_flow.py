@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.hub import Hub
 from switchboard.intake import vault
-from switchboard.mcp_server.tools import call_tool, resolve_caller
+from switchboard.mcp_server.callers import resolve_caller
+from switchboard.mcp_server.calls import call_tool
 from switchboard.models import Delivery, FeedEvent, SecretRef, Todo
 from switchboard.notify.wakes import wake_for
 from switchboard.queue.jobs import process_delivery
@@ -95,11 +96,11 @@ def test_work_grant_fetches_the_value_and_the_fetch_is_audited(planted: tuple[Hu
 def test_read_grant_foreign_and_unknown_refs_are_the_same_not_found(planted: tuple[Hub, str], world: World) -> None:
     hub, _ = planted
     with hub.db.write() as s:
-        directory.add_agent(s, "reader", "alice")
-        directory.grant(s, "reader", "acme", "read")
-        directory.add_agent(s, "stranger", "alice")
-        reader = directory.vend_token(s, "reader")
-        stranger = directory.vend_token(s, "stranger")
+        admin.add_agent(s, "reader", "alice")
+        admin.grant(s, "reader", "acme", "read")
+        admin.add_agent(s, "stranger", "alice")
+        reader = admin.vend_token(s, "reader")
+        stranger = admin.vend_token(s, "stranger")
     with hub.db.read() as s:
         ref = s.execute(select(SecretRef.ref)).scalars().first()
     answers = [call_tool(hub, _caller(hub, tok), "secret_fetch", {"ref": r})["structuredContent"]

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import NotFound
 from switchboard.inbox import items as inbox
 from switchboard.models import AgentCursor, InboxItem
@@ -38,7 +38,7 @@ def resolve(live: LiveApp, item_id: str, **kwargs: Any) -> dict[str, Any]:
 
 def make_todo(live: LiveApp, project: str = "acme", title: str = "Check the build") -> str:
     with live.hub.db.write() as s:
-        pid = directory.project_by_name(s, project).id
+        pid = admin.project_by_name(s, project).id
         todo, _ = todos.create(s, live.hub.clock, project_id=pid, queue="reviews", kind="manual", title=title,
                                payload=None)
         return todo.id
@@ -47,18 +47,18 @@ def make_todo(live: LiveApp, project: str = "acme", title: str = "Check the buil
 def add_agent(live: LiveApp, name: str, human: str, grants: dict[str, str]) -> str:
     with live.hub.db.write() as s:
         try:
-            directory.human_by_name(s, human)
+            admin.human_by_name(s, human)
         except NotFound:
-            directory.add_human(s, human)
-        directory.add_agent(s, name, human)
+            admin.add_human(s, human)
+        admin.add_agent(s, name, human)
         for project, role in grants.items():
-            directory.grant(s, name, project, role)
-        return directory.vend_token(s, name)
+            admin.grant(s, name, project, role)
+        return admin.vend_token(s, name)
 
 
 def add_project(live: LiveApp, name: str) -> str:
     with live.hub.db.write() as s:
-        return directory.add_project(s, name).id
+        return admin.add_project(s, name).id
 
 
 def cursors_of(live: LiveApp, agent_id: str) -> list[tuple[str, str, int]]:
@@ -133,7 +133,7 @@ async def test_inbox_tools_and_attention_trailer(live: LiveApp, transport: str) 
         assert (await agent.error("inbox_wait", {"wait_seconds": 61}))["code"] == "invalid_argument"
         add_project(live, "ro")
         with live.hub.db.write() as s:
-            directory.grant(s, "claude1", "ro", "read")
+            admin.grant(s, "claude1", "ro", "read")
         forbidden = await agent.error("question_post", {"project": "ro", "title": "x"})
         assert forbidden["code"] == "forbidden"
 
@@ -213,7 +213,7 @@ async def test_unscoped_subscription_holds_events_until_a_grant(live: LiveApp, t
         make_todo(live, project="beta", title="Beta work")
         assert pending(await agent.ok("whoami")) == [], "not readable at drain time: not shown"
         with live.hub.db.write() as s:
-            directory.grant(s, "claude1", "beta", "read")
+            admin.grant(s, "claude1", "beta", "read")
         items = pending(await agent.ok("whoami"))
         assert [i["title"] for i in items] == ["Beta work"], "held, not consumed: released by the grant"
 
@@ -226,7 +226,7 @@ async def test_rotated_token_keeps_position_and_agents_are_apart(live: LiveApp, 
         resolve(live, q1["id"], answer="ok")
         assert [i["id"] for i in pending(await agent.ok("whoami"))] == [q1["id"]]
     with live.hub.db.write() as s:
-        rotated = directory.vend_token(s, "claude1")
+        rotated = admin.vend_token(s, "claude1")
     async with connect(transport, live.url, other) as bob_agent:
         resolve(live, q2["id"], answer="ok")
         assert pending(await bob_agent.ok("whoami")) == [], "another agent's attention items are not shown"
@@ -282,7 +282,7 @@ async def test_todo_tools_and_their_errors(live: LiveApp, transport: str) -> Non
     tid = make_todo(live)
     add_project(live, "ro")
     with live.hub.db.write() as s:
-        directory.grant(s, "claude1", "ro", "read")
+        admin.grant(s, "claude1", "ro", "read")
     ro_tid = make_todo(live, project="ro", title="Read only")
     async with connect(transport, live.url, live.world.token) as agent:
         listed = (await agent.ok("todo_list", {"project": "acme"}))["structuredContent"]

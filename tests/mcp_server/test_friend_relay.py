@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.models import InboxItem, Todo
 from tests.conftest import cli_env, switchboard_exe, wait_for
@@ -39,13 +39,13 @@ def _tool(multi: MultiApp, token: str, name: str, args: dict[str, Any]) -> dict[
 def test_friend_work_flows_only_after_the_target_human_allows_the_relayed_prompt(
         multi: MultiApp, settings: Settings, tmp_path: Path) -> None:
     with multi.hub.db.write() as s:
-        directory.add_human(s, "bob")
-        directory.add_project(s, "beta")
-        directory.add_agent(s, "bobbot", "bob")
-        directory.grant(s, "bobbot", "beta", "work")
-        alice_agent = directory.vend_token(s, "claude1")
-        bob_agent = directory.vend_token(s, "bobbot")
-        bob = directory.vend_human_token(s, "bob")
+        admin.add_human(s, "bob")
+        admin.add_project(s, "beta")
+        admin.add_agent(s, "bobbot", "bob")
+        admin.grant(s, "bobbot", "beta", "work")
+        alice_agent = admin.vend_token(s, "claude1")
+        bob_agent = admin.vend_token(s, "bobbot")
+        bob = admin.vend_human_token(s, "bob")
     claude = ClaudeLike(multi.url, bob_agent, tmp_path / "adapters")
     try:
         claude.initialize()

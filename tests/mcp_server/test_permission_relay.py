@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.models import InboxItem, Todo
 from tests.conftest import cli_env, free_port, start_serve, stop, switchboard_exe, wait_for
@@ -37,7 +37,7 @@ def adapters(multi: MultiApp, tmp_path: Path) -> Iterator[Any]:
 
     def make() -> ClaudeLike:
         with multi.hub.db.write() as s:
-            token = directory.vend_token(s, "claude1")
+            token = admin.vend_token(s, "claude1")
         client = ClaudeLike(multi.url, token, tmp_path / "adapters")
         made.append(client)
         result = client.initialize()
@@ -65,7 +65,7 @@ def _item(multi: MultiApp, request_id: str) -> dict[str, Any]:
 
 def _human_token(multi: MultiApp, name: str = "alice") -> str:
     with multi.hub.db.write() as s:
-        return directory.vend_human_token(s, name)
+        return admin.vend_human_token(s, name)
 
 
 def _decide(multi: MultiApp, token: str, item_id: str, decision: str) -> httpx2.Response:
@@ -114,7 +114,7 @@ def test_a_rest_deny_is_sent_and_a_second_decision_is_a_conflict(multi: MultiApp
     assert cli_again.returncode != 0 and "conflict" in (cli_again.stdout + cli_again.stderr)
     # A stranger to the item (another human's token) sees the same not_found as an unknown id.
     with multi.hub.db.write() as s:
-        directory.add_human(s, "mallory")
+        admin.add_human(s, "mallory")
     other = _decide(multi, _human_token(multi, "mallory"), item["id"], "approve")
     assert other.status_code == 404 and other.json()["code"] == "not_found"
     # One more verdict through the stream proves the first was the only one for kmnop.
@@ -210,7 +210,7 @@ def test_an_expired_prompt_cannot_be_decided_and_sends_nothing(tmp_path: Path) -
     for url, hub in serve_in_thread(settings):
         multi = MultiApp(url, hub, sources)
         with hub.db.write() as s:
-            token = directory.vend_token(s, "claude1")
+            token = admin.vend_token(s, "claude1")
         claude = ClaudeLike(url, token, tmp_path / "adapters")
         try:
             claude.initialize()
@@ -240,7 +240,7 @@ def test_a_verdict_decided_while_the_hub_is_down_reaches_the_session_after_resta
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            token = directory.vend_token(s, "claude1")
+            token = admin.vend_token(s, "claude1")
     finally:
         hub.close()
     env = cli_env(settings.home)

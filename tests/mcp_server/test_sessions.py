@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-from switchboard import directory, revocation
+from switchboard import admin, revocation
 from switchboard.hub import Hub
 from tests.conftest import LiveApp, configure, serve_in_thread
 
@@ -35,7 +35,7 @@ def _second_token(app: LiveApp, agent: str = "claude1") -> str:
     hub = Hub(app.world.settings, role="cli")
     try:
         with hub.db.write() as s:
-            return directory.vend_token(s, agent)
+            return admin.vend_token(s, agent)
     finally:
         hub.close()
 
@@ -51,8 +51,8 @@ def test_an_agent_gets_429_with_retry_after_past_its_session_cap(capped: LiveApp
     # Another agent is not affected by this agent's sessions.
     hub = Hub(capped.world.settings, role="cli")
     with hub.db.write() as s:
-        directory.add_agent(s, "other", "alice")
-        other = directory.vend_token(s, "other")
+        admin.add_agent(s, "other", "alice")
+        other = admin.vend_token(s, "other")
     hub.close()
     assert _open(capped.url, other).status_code == 200
     # Closing one frees a place.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -33,8 +33,8 @@ def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
 
 def _agent(hub: Hub) -> str:
     with hub.db.write() as s:
-        directory.add_human(s, "alice")
-        return directory.add_agent(s, "a1", "alice").id
+        admin.add_human(s, "alice")
+        return admin.add_agent(s, "a1", "alice").id
 
 
 def _read_ids(hub: Hub, agent_id: str, after: int) -> list[int]:

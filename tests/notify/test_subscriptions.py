@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.feed.events import append
 from switchboard.hub import Hub
-from switchboard.mcp_server.tools import call_tool, resolve_caller
+from switchboard.mcp_server.callers import resolve_caller
+from switchboard.mcp_server.calls import call_tool
 from tests.conftest import World
 
 
@@ -13,7 +14,7 @@ def test_an_unscoped_subscription_seeds_from_readable_projects_only(world: World
     hub = Hub(world.settings, role="cli")
     try:
         with hub.db.write() as s:
-            other = directory.add_project(s, "secretproj")
+            other = admin.add_project(s, "secretproj")
             mine = append(s, hub.clock, world.project_id, "todo.created", "mine", subject_id="td_1").id
         caller = resolve_caller(hub, world.token)
         first = call_tool(hub, caller, "notify_subscribe", {"kinds": ["todo.created"]})["structuredContent"]

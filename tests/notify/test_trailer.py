@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -33,11 +33,11 @@ def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Hub:
 
 def _world(hub: Hub) -> tuple[str, str, dict[str, str]]:
     with hub.db.write() as s:
-        directory.add_human(s, "alice")
-        project = directory.add_project(s, "acme")
-        agent = directory.add_agent(s, "a1", "alice")
-        directory.grant(s, "a1", "acme", "work")
-        return agent.id, project.id, directory.grants_of(s, agent.id)
+        admin.add_human(s, "alice")
+        project = admin.add_project(s, "acme")
+        agent = admin.add_agent(s, "a1", "alice")
+        admin.grant(s, "a1", "acme", "work")
+        return agent.id, project.id, admin.grants_of(s, agent.id)
 
 
 def test_probe_drain_and_at_most_once(hub: Hub) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlmodel import Session
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
@@ -80,11 +80,11 @@ def test_the_loser_of_a_drain_race_delivers_nothing(postgres_url: str, tmp_path:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            project = directory.add_project(s, "acme")
-            agent = directory.add_agent(s, "a1", "alice")
-            directory.grant(s, "a1", "acme", "work")
-            grants = directory.grants_of(s, agent.id)
+            admin.add_human(s, "alice")
+            project = admin.add_project(s, "acme")
+            agent = admin.add_agent(s, "a1", "alice")
+            admin.grant(s, "a1", "acme", "work")
+            grants = admin.grants_of(s, agent.id)
             subscriptions.subscribe(s, hub.clock, agent.id, grants, ["todo.created"], "acme")
         delivered: list[str] = []
         # Each stream races first with no cursor row (both drains insert it), then with one
@@ -112,11 +112,11 @@ def test_concurrent_collects_deliver_every_item_exactly_once(postgres_url: str, 
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            project = directory.add_project(s, "acme")
-            agent = directory.add_agent(s, "a1", "alice")
-            directory.grant(s, "a1", "acme", "work")
-            grants = directory.grants_of(s, agent.id)
+            admin.add_human(s, "alice")
+            project = admin.add_project(s, "acme")
+            agent = admin.add_agent(s, "a1", "alice")
+            admin.grant(s, "a1", "acme", "work")
+            grants = admin.grants_of(s, agent.id)
             subscriptions.subscribe(s, hub.clock, agent.id, grants, ["todo.created"], "acme")
         seen: list[str] = []
         lock = threading.Lock()

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.clock import FixedClock
 from switchboard.hub import Hub
 from switchboard.models import AgentEvent, Todo
@@ -30,17 +30,17 @@ def hub(world: World) -> Hub:
 
 def _todo(hub: Hub, title: str = "Check the build", agent: str | None = None, age: int = 0) -> str:
     with hub.db.write() as s:
-        pid = directory.project_by_name(s, "acme").id
+        pid = admin.project_by_name(s, "acme").id
         todo, _ = todos.create(s, FixedClock(T0 - timedelta(seconds=age)), project_id=pid, queue="reviews",
                                kind="manual", title=title, payload=None)
         if agent is not None:
-            todo.assigned_agent_id = directory.agent_by_name(s, agent).id
+            todo.assigned_agent_id = admin.agent_by_name(s, agent).id
         return todo.id
 
 
 def _attach(hub: Hub, agent: str, session_id: str) -> None:
     with hub.db.write() as s:
-        sessions.attach(s, hub.clock, directory.agent_by_name(s, agent).id, session_id, "stm_" + session_id)
+        sessions.attach(s, hub.clock, admin.agent_by_name(s, agent).id, session_id, "stm_" + session_id)
 
 
 def _events(hub: Hub) -> list[AgentEvent]:
@@ -50,8 +50,8 @@ def _events(hub: Hub) -> list[AgentEvent]:
 
 def _add_agent(hub: Hub, name: str) -> None:
     with hub.db.write() as s:
-        directory.add_agent(s, name, "alice")
-        directory.grant(s, name, "acme", "work")
+        admin.add_agent(s, name, "alice")
+        admin.grant(s, name, "acme", "work")
 
 
 def test_wake_meta_is_provider_not_source_and_content_drops_bidi_and_invisible_characters(hub: Hub) -> None:
@@ -136,10 +136,10 @@ def test_attach_rings_the_oldest_waiting_todo_once_with_the_count(hub: Hub) -> N
     _todo(hub, "newer", age=10)
     _attach(hub, "claude1", "ses_a")
     with hub.db.write() as s:
-        wake = attach_ring(s, hub.clock, directory.agent_by_name(s, "claude1").id, "ses_a")
+        wake = attach_ring(s, hub.clock, admin.agent_by_name(s, "claude1").id, "ses_a")
     assert wake is not None and wake.todo_id == first and wake.waiting == 2 and wake.session_id == "ses_a"
     with hub.db.write() as s:  # the same session re-attaching within the budget: no second ring
-        assert attach_ring(s, hub.clock, directory.agent_by_name(s, "claude1").id, "ses_a") is None
+        assert attach_ring(s, hub.clock, admin.agent_by_name(s, "claude1").id, "ses_a") is None
         assert s.get(Todo, first).rung_at == T0  # and the reaper does not ring it again as new
     with hub.db.write() as s:
         assert [w.todo_id for w in due_rings(s, hub.clock)] == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, insert, select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.clock import utcnow
 from switchboard.config import Settings
 from switchboard.hub import Hub
@@ -28,8 +28,8 @@ def _claimer(settings: Settings, agent_name: str, results: "mp.Queue[list[str]]"
     done: list[str] = []
     try:
         with hub.db.read() as s:
-            agent_id = directory.agent_by_name(s, agent_name).id
-            grants = directory.grants_of(s, agent_id)
+            agent_id = admin.agent_by_name(s, agent_name).id
+            grants = admin.grants_of(s, agent_id)
         while True:
             with hub.db.write() as s:
                 claim = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="load",
@@ -70,8 +70,8 @@ def test_eight_processes_complete_every_todo_exactly_once(load_settings: Setting
     try:
         with hub.db.write() as s:
             for i in range(CLAIMERS):
-                directory.add_agent(s, f"worker{i}", "alice")
-                directory.grant(s, f"worker{i}", "acme", "work")
+                admin.add_agent(s, f"worker{i}", "alice")
+                admin.grant(s, f"worker{i}", "acme", "work")
         fill(hub, world.project_id, TODOS)
         ctx = mp.get_context("spawn")
         results: mp.Queue[list[str]] = ctx.Queue()

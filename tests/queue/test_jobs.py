@@ -123,7 +123,7 @@ def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World
 
 
 def test_a_project_owner_without_agents_is_trusted_by_default(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from switchboard import directory
+    from switchboard import admin
     from switchboard.config import Settings
     from switchboard.db import upgrade
 
@@ -132,15 +132,15 @@ def test_a_project_owner_without_agents_is_trusted_by_default(tmp_path) -> None:
     hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_human(s, "alice")
-            directory.link_identity(s, "alice", "github", "21031067")
-            project = directory.add_project(s, "acme")
-            source, _ = directory.add_source(s, "acme", "github", "secret")
+            admin.add_human(s, "alice")
+            admin.link_identity(s, "alice", "github", "21031067")
+            project = admin.add_project(s, "acme")
+            source, _ = admin.add_source(s, "acme", "github", "secret")
         world = World(settings, source.id, "secret", "", "", project.id)
         first = _store(hub, world, ISSUE)
         assert process_delivery(hub, first) == "quarantined"  # no owner, no granted agent: untrusted
         with hub.db.write() as s:
-            directory.add_owner(s, "acme", "alice")
+            admin.add_owner(s, "acme", "alice")
         second = _store(hub, world, ISSUE)
         assert process_delivery(hub, second) == "processed"
     finally:
@@ -155,7 +155,7 @@ def test_cached_attribution_and_recipients_follow_changes_made_by_another_proces
 
     import sqlalchemy as sa
 
-    from switchboard import directory
+    from switchboard import admin
 
     hub = Hub(world.settings, role="cli")
     other = Hub(world.settings, role="cli")
@@ -164,7 +164,7 @@ def test_cached_attribution_and_recipients_follow_changes_made_by_another_proces
         payload["sender"]["id"] = 515151
         assert process_delivery(hub, _store(hub, world, payload)) == "quarantined"
         with other.db.write() as s:
-            directory.link_identity(s, "alice", "github", "515151")
+            admin.link_identity(s, "alice", "github", "515151")
         assert process_delivery(hub, _store(hub, world, payload)) == "processed"
 
         path = sa.engine.make_url(world.settings.database_url).database
@@ -177,9 +177,9 @@ def test_cached_attribution_and_recipients_follow_changes_made_by_another_proces
         assert process_delivery(hub, _store(hub, world, ISSUE)) == "processed"
         assert published[-1].agent_ids == [world.agent_id]
         with other.db.write() as s:
-            directory.add_agent(s, "claude2", "alice")
-            directory.grant(s, "claude2", "acme", "work")
-            second = directory.agent_by_name(s, "claude2").id
+            admin.add_agent(s, "claude2", "alice")
+            admin.grant(s, "claude2", "acme", "work")
+            second = admin.agent_by_name(s, "claude2").id
         assert process_delivery(hub, _store(hub, world, ISSUE)) == "processed"
         assert published[-1].agent_ids == [world.agent_id, second]
     finally:

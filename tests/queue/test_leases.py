@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
 from switchboard.models import Todo
@@ -18,12 +18,12 @@ from switchboard.queue.leases import backoff_seconds
 
 def _setup(hub: Hub, max_attempts: int = 5) -> tuple[str, str, dict[str, str]]:
     with hub.db.write() as s:
-        agent = directory.agent_by_name(s, "claude1")
-        project = directory.project_by_name(s, "acme")
+        agent = admin.agent_by_name(s, "claude1")
+        project = admin.project_by_name(s, "acme")
         todo, _ = todos.create(s, hub.clock, project_id=project.id, queue="reviews", kind="test", title="t",
                                payload={"n": 1})
         todo.max_attempts = max_attempts
-        return agent.id, todo.id, directory.grants_of(s, agent.id)
+        return agent.id, todo.id, admin.grants_of(s, agent.id)
 
 
 def _do(hub: Hub, op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -79,9 +79,9 @@ def test_illegal_transitions_are_conflicts(hub: Hub) -> None:
 def test_another_agent_cannot_touch_a_held_todo(hub: Hub) -> None:
     agent, tid, grants = _setup(hub)
     with hub.db.write() as s:
-        other = directory.add_agent(s, "claude2", "alice").id
-        directory.grant(s, "claude2", "acme", "work")
-        other_grants = directory.grants_of(s, other)
+        other = admin.add_agent(s, "claude2", "alice").id
+        admin.grant(s, "claude2", "acme", "work")
+        other_grants = admin.grants_of(s, other)
     _do(hub, leases.claim, agent, grants, todo_id=tid)
     with pytest.raises(Conflict):
         _do(hub, leases.claim, other, other_grants, todo_id=tid)
@@ -188,9 +188,9 @@ def test_cancel_refuses_the_holder_afterwards(hub: Hub) -> None:
 def test_assigned_todo_is_claimable_only_by_its_agent(hub: Hub) -> None:
     agent, tid, grants = _setup(hub)
     with hub.db.write() as s:
-        other = directory.add_agent(s, "claude2", "alice").id
-        directory.grant(s, "claude2", "acme", "work")
-        other_grants = directory.grants_of(s, other)
+        other = admin.add_agent(s, "claude2", "alice").id
+        admin.grant(s, "claude2", "acme", "work")
+        other_grants = admin.grants_of(s, other)
     _do(hub, todos.assign, tid, agent)
     assert _do(hub, leases.claim, other, other_grants) == {"empty": True}
     with pytest.raises(Conflict):
@@ -213,9 +213,9 @@ def test_priority_then_oldest(hub: Hub) -> None:
 def test_read_only_agent_is_forbidden_to_claim(hub: Hub) -> None:
     _, tid, _ = _setup(hub)
     with hub.db.write() as s:
-        reader = directory.add_agent(s, "reader", "alice").id
-        directory.grant(s, "reader", "acme", "read")
-        grants = directory.grants_of(s, reader)
+        reader = admin.add_agent(s, "reader", "alice").id
+        admin.grant(s, "reader", "acme", "read")
+        grants = admin.grants_of(s, reader)
     with pytest.raises(Forbidden):
         _do(hub, leases.claim, reader, grants, todo_id=tid)
 
@@ -248,7 +248,7 @@ def test_unrung_todos_ring_once_then_with_backoff(hub: Hub) -> None:
 def test_assigning_to_an_agent_without_work_is_refused(hub: Hub) -> None:
     _, tid, _ = _setup(hub)
     with hub.db.write() as s:
-        lonely = directory.add_agent(s, "lonely", "alice").id
+        lonely = admin.add_agent(s, "lonely", "alice").id
     with pytest.raises(NotFound):  # the same answer as an unknown agent (issue 13 item 1)
         _do(hub, todos.assign, tid, lonely)
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
-from switchboard.mcp_server.tools import Caller, call_tool
+from switchboard.mcp_server.calls import call_tool
+from switchboard.mcp_server.specs import Caller
 from switchboard.queue import leases, todos
 
 def _ids(hub: Hub) -> tuple[str, str]:
     with hub.db.read() as s:
-        agent = directory.agent_by_name(s, "claude1")
-        project = directory.project_by_name(s, "acme")
+        agent = admin.agent_by_name(s, "claude1")
+        project = admin.project_by_name(s, "acme")
         return agent.id, project.id
 
 
@@ -31,7 +32,7 @@ def _make(hub: Hub, n: int, queue: str = "reviews") -> list[str]:
 
 def _grants(hub: Hub, agent_id: str) -> dict[str, str]:
     with hub.db.read() as s:
-        return directory.grants_of(s, agent_id)
+        return admin.grants_of(s, agent_id)
 
 
 def test_origin_key_makes_a_todo_once(hub: Hub) -> None:
@@ -78,8 +79,8 @@ def test_unknown_and_foreign_todos_are_the_same_not_found(hub: Hub) -> None:
     agent_id, _ = _ids(hub)
     ids = _make(hub, 1)
     with hub.db.write() as s:
-        directory.add_agent(s, "stranger", "alice")
-        stranger = directory.agent_by_name(s, "stranger").id
+        admin.add_agent(s, "stranger", "alice")
+        stranger = admin.agent_by_name(s, "stranger").id
     for todo_id in ("td_doesnotexist", ids[0]):
         with hub.db.write() as s:
             with pytest.raises(NotFound) as info:
@@ -90,9 +91,9 @@ def test_unknown_and_foreign_todos_are_the_same_not_found(hub: Hub) -> None:
 def test_read_only_grant_cannot_claim(hub: Hub) -> None:
     ids = _make(hub, 1)
     with hub.db.write() as s:
-        directory.add_agent(s, "reader", "alice")
-        directory.grant(s, "reader", "acme", "read")
-        reader = directory.agent_by_name(s, "reader").id
+        admin.add_agent(s, "reader", "alice")
+        admin.grant(s, "reader", "acme", "read")
+        reader = admin.agent_by_name(s, "reader").id
     with hub.db.write() as s:
         with pytest.raises(Forbidden):
             leases.claim(s, hub.clock, reader, _grants(hub, reader), todo_id=ids[0])

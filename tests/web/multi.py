@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import httpx2
 from urllib.parse import urlsplit
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.models import Delivery
@@ -64,10 +64,10 @@ def configure_all(settings: Settings) -> dict[str, str]:
             for provider in PROVIDERS:
                 if provider == "github":
                     continue
-                src, _ = directory.add_source(s, "acme", provider, SECRETS[provider], queue="chat")
+                src, _ = admin.add_source(s, "acme", provider, SECRETS[provider], queue="chat")
                 sources[provider] = src.id
                 ws, uid = SENDERS[provider]
-                directory.link_identity(s, "alice", provider, src.id if uid == "<source>" else uid, ws)
+                admin.link_identity(s, "alice", provider, src.id if uid == "<source>" else uid, ws)
     finally:
         hub.close()
     return sources

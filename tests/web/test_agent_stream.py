@@ -94,9 +94,9 @@ async def test_resume_after_last_event_id_has_no_gap_and_no_duplicate(live: Live
     # of the agent and for another agent are written meanwhile.
     other_token = add_agent(live, "claude2", "alice", {"acme": "work"})
     with live.hub.db.read() as s:
-        from switchboard import directory
+        from switchboard import admin
 
-        other_agent = directory.agent_by_name(s, "claude2").id
+        other_agent = admin.agent_by_name(s, "claude2").id
     missed = [emit(live, "ses_test", "m0"), emit(live, None, "m1")]
     emit(live, "ses_other", "not-mine")
     emit(live, None, "other-agent", agent_id=other_agent)
@@ -200,14 +200,14 @@ async def test_streams_per_agent_are_capped_with_429(live: LiveApp) -> None:
 
 async def test_three_sessions_across_two_agents_are_all_woken(live: LiveApp) -> None:
     # Issue 18 item 1: with wakes for two agents interleaved, one agent's second session got 0 of 6.
-    from switchboard import directory
+    from switchboard import admin
     from switchboard.notify.wakes import ring
     from switchboard.queue import todos
 
     other_token = add_agent(live, "claude2", "alice", {"acme": "work"})
     with live.hub.db.read() as s:
-        agents = {"claude1": live.world.agent_id, "claude2": directory.agent_by_name(s, "claude2").id}
-        project_id = directory.project_by_name(s, "acme").id
+        agents = {"claude1": live.world.agent_id, "claude2": admin.agent_by_name(s, "claude2").id}
+        project_id = admin.project_by_name(s, "acme").id
 
     def wake_one(agent: str) -> None:
         with live.hub.db.write() as s:

@@ -25,7 +25,7 @@ import httpx2
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory, revocation
+from switchboard import admin, revocation
 from switchboard.hub import Hub
 from switchboard.inbox import items as inbox
 from switchboard.intake import vault
@@ -71,21 +71,21 @@ def tenancy(live: LiveApp) -> Tenancy:
     hub: Hub = live.hub
     world = live.world
     with hub.db.write() as s:
-        directory.add_owner(s, "acme", "alice")
+        admin.add_owner(s, "acme", "alice")
         for name, role in (("reader", "read"), ("nogrant", None), ("gone", "work")):
-            directory.add_agent(s, name, "alice")
+            admin.add_agent(s, name, "alice")
             if role:
-                directory.grant(s, name, "acme", role)
-        directory.add_human(s, "bob")
-        bobs = directory.add_project(s, "bobs")
-        directory.add_owner(s, "bobs", "bob")
-        bob_agent = directory.add_agent(s, "bobagent", "bob")
-        directory.grant(s, "bobagent", "bobs", "work")
-        tokens = {n: directory.vend_token(s, n) for n in ("reader", "nogrant", "gone", "bobagent")}
+                admin.grant(s, name, "acme", role)
+        admin.add_human(s, "bob")
+        bobs = admin.add_project(s, "bobs")
+        admin.add_owner(s, "bobs", "bob")
+        bob_agent = admin.add_agent(s, "bobagent", "bob")
+        admin.grant(s, "bobagent", "bobs", "work")
+        tokens = {n: admin.vend_token(s, n) for n in ("reader", "nogrant", "gone", "bobagent")}
         tokens["claude1"] = world.token
-        tokens["alice"] = directory.vend_human_token(s, "alice")
-        tokens["bob"] = directory.vend_human_token(s, "bob")
-        tokens["gone_human"] = directory.vend_human_token(s, "alice")
+        tokens["alice"] = admin.vend_human_token(s, "alice")
+        tokens["bob"] = admin.vend_human_token(s, "bob")
+        tokens["gone_human"] = admin.vend_human_token(s, "alice")
         own_todo, _ = todos.create(s, hub.clock, project_id=world.project_id, queue="reviews", kind="manual",
                                    title="ZZALICEMARKZZ work", payload={"k": "ZZALICEMARKZZ"})
         bob_todo, _ = todos.create(s, hub.clock, project_id=bobs.id, queue="reviews", kind="manual",
@@ -105,7 +105,7 @@ def tenancy(live: LiveApp) -> Tenancy:
                               project="bobs", title=f"{MARK} q")["id"]
         own_dlv = Delivery(source_id=world.source_id, project_id=world.project_id, status="quarantined",
                            raw_body=b"{}")
-        bob_src, _ = directory.add_source(s, "bobs", "github", "bob-secret-123456")
+        bob_src, _ = admin.add_source(s, "bobs", "github", "bob-secret-123456")
         bob_dlv = Delivery(source_id=bob_src.id, project_id=bobs.id, status="quarantined", raw_body=b"{}")
         s.add_all([own_dlv, bob_dlv])
         s.flush()
@@ -115,9 +115,9 @@ def tenancy(live: LiveApp) -> Tenancy:
         bob_fr = friends.request(s, hub.clock, agent_id=world.agent_id, to_agent="bobagent", queues=["bobs/reviews"],
                                  reason="help")["request_id"]
         revocation.revoke_agent_tokens(s, hub.clock, "gone")
-        alice_id = directory.human_by_name(s, "alice").id
+        alice_id = admin.human_by_name(s, "alice").id
         gone_human = s.execute(select(HumanToken.id).where(
-            HumanToken.token_sha256 == directory.token_digest(tokens["gone_human"]))).scalar_one()
+            HumanToken.token_sha256 == admin.token_digest(tokens["gone_human"]))).scalar_one()
         revocation.revoke_human_tokens(s, hub.clock, alice_id, gone_human)
         own = {"project": "acme", "todo": own_todo.id, "ref": own_ref, "subscription": own_sub, "item": own_item,
                "agent": "claude1", "delivery": own_dlv.id, "friend_request": own_fr}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.sources import PROVIDERS
 from tests.conftest import github_headers
@@ -45,8 +45,8 @@ def _accepted(resp: object) -> str:
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_same_key_at_two_sources_of_two_projects_is_two_deliveries(multi: MultiApp, provider: str) -> None:
     with multi.hub.db.write() as s:
-        directory.add_project(s, f"beta-{provider}")
-        other, _ = directory.add_source(s, f"beta-{provider}", provider, SECRETS[provider], queue="chat")
+        admin.add_project(s, f"beta-{provider}")
+        other, _ = admin.add_source(s, f"beta-{provider}", provider, SECRETS[provider], queue="chat")
     multi.sources[f"other-{provider}"] = other.id
     body, headers = request(provider)  # the same bytes and headers: the same dedup key at both
     first = _accepted(multi.post(provider, body, headers))

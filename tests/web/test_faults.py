@@ -176,14 +176,14 @@ def test_fault11_timestamps_are_digits_only(multi: MultiApp, provider: str, valu
 
 @pytest.mark.parametrize("provider", ["slack", "discord", "teams", "telegram", "standard_webhooks"])
 def test_fault12_secret_is_chosen_by_url(multi: MultiApp, provider: str) -> None:
-    from switchboard import directory
+    from switchboard import admin
 
     other_secret = {"slack": "f" * 32, "discord": "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
                     "teams": "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=", "telegram": "other",
                     "standard_webhooks": "whsec_" + "B" * 32}[provider]
     with multi.hub.db.write() as s:
-        directory.add_project(s, "other")
-        src, _ = directory.add_source(s, "other", provider, other_secret)
+        admin.add_project(s, "other")
+        src, _ = admin.add_source(s, "other", provider, other_secret)
     multi.sources["b"] = src.id
     body = json.dumps(payload(provider, team_id="T-of-B", guild_id="B")).encode()
     headers = sign(provider, body, SECRETS[provider])

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from sqlalchemy import func, select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.models import Delivery, FeedEvent, Source, Todo
 from tests.signers import SECRETS, SENDERS, now, payload, sign
 from tests.web.multi import MultiApp
@@ -380,7 +380,7 @@ def test_the_digest_is_per_source(multi: MultiApp) -> None:
     body = json.dumps(payload("github")).encode()
     assert multi.post("github", body, sign("github", body)).status_code == 202
     with multi.hub.db.write() as s:
-        other, _ = directory.add_source(s, "acme", "github", SECRETS["github"], queue="other")
+        other, _ = admin.add_source(s, "acme", "github", SECRETS["github"], queue="other")
     resp = httpx2.post(f"{multi.url}/hooks/{other.id}", content=body, headers=sign("github", body), timeout=30)
     assert resp.status_code == 202
     with multi.hub.db.read() as s:
@@ -408,7 +408,7 @@ def test_gitlab_signing_token_hooks_for_one_event_are_one_todo(multi: MultiApp) 
 
     whsec = "whsec_" + base64.b64encode(b"k" * 32).decode()
     with multi.hub.db.write() as s:
-        src, _ = directory.add_source(s, "acme", "gitlab", whsec, queue="signed")
+        src, _ = admin.add_source(s, "acme", "gitlab", whsec, queue="signed")
     event_uuid = str(uuid.uuid4())
     ids = []
     for n in range(2):
@@ -452,7 +452,7 @@ def test_review_comments_are_feed_events_by_default(multi: MultiApp) -> None:
 
 def test_a_source_chooses_which_events_become_todos(multi: MultiApp) -> None:
     with multi.hub.db.write() as s:
-        directory.set_todo_events(s, multi.sources["github"], "issues.opened, pull_request_review_comment")
+        admin.set_todo_events(s, multi.sources["github"], "issues.opened, pull_request_review_comment")
     todo = _todo(multi, _github(multi, _review_comment(), "pull_request_review_comment").json()["delivery_id"])
     assert todo.title.startswith("Review comment created on PR #7") and todo.kind == \
         "github.pull_request_review_comment.created"
@@ -461,7 +461,7 @@ def test_a_source_chooses_which_events_become_todos(multi: MultiApp) -> None:
     d = multi.processed(_github(multi, closed, "issues").json()["delivery_id"])
     assert d.status == "processed" and d.todo_id is None  # not chosen: a feed event only
     with multi.hub.db.write() as s:
-        directory.set_todo_events(s, multi.sources["github"], "none")
+        admin.set_todo_events(s, multi.sources["github"], "none")
         assert s.get(Source, multi.sources["github"]).todo_events == []  # type: ignore[union-attr]
     d = multi.processed(_github(multi, {**payload("github"), "n": 2}, "issues").json()["delivery_id"])
     assert d.todo_id is None
@@ -469,7 +469,7 @@ def test_a_source_chooses_which_events_become_todos(multi: MultiApp) -> None:
 
 def test_slack_source_can_take_mentions_only(multi: MultiApp) -> None:
     with multi.hub.db.write() as s:
-        directory.set_todo_events(s, multi.sources["slack"], "event_callback.app_mention")
+        admin.set_todo_events(s, multi.sources["slack"], "event_callback.app_mention")
     plain = {"type": "message", "user": SLACK_USER, "text": "lunch?", "ts": "1700000010.000100", "channel": "C1"}
     d = multi.processed(multi.post("slack", *_slack(plain)).json()["delivery_id"])
     assert d.todo_id is None

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.hub import Hub
 from tests.conftest import LiveApp, World, configure, serve_in_thread
 
@@ -19,8 +19,8 @@ def _human_token(world: World) -> str:
     hub = Hub(world.settings, role="cli")
     try:
         with hub.db.write() as s:
-            directory.add_owner(s, "acme", "alice")
-            return directory.vend_human_token(s, "alice")
+            admin.add_owner(s, "acme", "alice")
+            return admin.vend_human_token(s, "alice")
     finally:
         hub.close()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx2
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.queue import todos
 from tests.conftest import LiveApp
 from tests.web.ui_support import add_human, own, post_form, signed_in
@@ -15,7 +15,7 @@ from tests.web.ui_support import add_human, own, post_form, signed_in
 
 def _token(live: LiveApp, human: str = "alice") -> dict[str, str]:
     with live.hub.db.write() as s:
-        return {"Authorization": f"Bearer {directory.vend_human_token(s, human)}"}
+        return {"Authorization": f"Bearer {admin.vend_human_token(s, human)}"}
 
 
 def _todo(live: LiveApp, title: str, project_id: str | None = None) -> str:
@@ -82,7 +82,7 @@ def test_a_human_never_hears_of_another_humans_projects(live: LiveApp) -> None:
     own(live)
     add_human(live, "bob", project="bobs")
     with live.hub.db.read() as s:
-        bobs = directory.project_by_name(s, "bobs").id
+        bobs = admin.project_by_name(s, "bobs").id
     client = httpx2.Client(base_url=live.url, timeout=20)
 
     def both() -> None:
@@ -136,7 +136,7 @@ def test_a_revoked_token_or_an_ended_web_session_ends_the_stream(live: LiveApp) 
 
     def revoke() -> None:
         with live.hub.db.write() as s:
-            revocation.revoke_human_tokens(s, live.hub.clock, directory.human_by_name(s, "alice").id)
+            revocation.revoke_human_tokens(s, live.hub.clock, admin.human_by_name(s, "alice").id)
 
     _ends_unauthenticated(client, auth, revoke)
     browser = signed_in(live)

@@ -122,11 +122,11 @@ def test_gitea_source_ignores_github_headers(multi: MultiApp) -> None:
 
 
 def test_gitlab_signing_token_and_dedup_on_idempotency_key(multi: MultiApp) -> None:
-    from switchboard import directory
+    from switchboard import admin
 
     whsec = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
     with multi.hub.db.write() as s:
-        src, _ = directory.add_source(s, "acme", "gitlab", whsec, queue="chat")
+        src, _ = admin.add_source(s, "acme", "gitlab", whsec, queue="chat")
     multi.sources["gitlab_signed"] = src.id
     body = json.dumps(payload("gitlab")).encode()
     headers = sign("gitlab", body, whsec)

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx2
 from sqlalchemy import delete, func, select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.models import Delivery, FeedEvent, SourceSecret, Todo
 from tests.conftest import CASES, LiveApp, World, configure, github_headers, serve_in_thread, wait_for
@@ -189,7 +189,7 @@ def test_fault3_form_encoded_delivery_parses_the_payload_field(live: LiveApp) ->
 
 def test_fault6_delivery_id_shared_across_hooks_is_not_a_duplicate(live: LiveApp) -> None:
     with live.hub.db.write() as s:
-        other, other_secret = directory.add_source(s, "acme", "github", "second-secret")
+        other, other_secret = admin.add_source(s, "acme", "github", "second-secret")
     body = ISSUE
     first = live.post_hook(body, github_headers(body, live.world.secret, delivery="shared-guid", hook_id="1"))
     second = live.post_hook(body, github_headers(body, other_secret, delivery="shared-guid", hook_id="2"),
@@ -220,8 +220,8 @@ def test_fault10_large_payload_accepted_and_over_limit_is_413(tmp_path: Path) ->
 
 def test_fault12_secret_is_chosen_by_url_never_by_body(live: LiveApp) -> None:
     with live.hub.db.write() as s:
-        directory.add_project(s, "other")
-        source_b, _secret_b = directory.add_source(s, "other", "github", "secret-of-b")
+        admin.add_project(s, "other")
+        source_b, _secret_b = admin.add_source(s, "other", "github", "secret-of-b")
     body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"},
                        "repository": {"full_name": "other/repo"}, "sender": {"id": 21031067}}).encode()
     signed_by_a = github_headers(body, live.world.secret)

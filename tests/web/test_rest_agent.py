@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 
-from switchboard import directory
+from switchboard import admin
 from tests.conftest import LiveApp
 
 
@@ -20,7 +20,7 @@ def _api(live: LiveApp, method: str, path: str, token: str | None = None, **kwar
 
 def _human_token(live: LiveApp, name: str = "alice") -> str:
     with live.hub.db.write() as s:
-        return directory.vend_human_token(s, name)
+        return admin.vend_human_token(s, name)
 
 
 def _problem(resp: httpx2.Response, status: int, code: str) -> None:
@@ -70,7 +70,7 @@ def test_inbox_round_trip_between_agent_and_human(live: LiveApp) -> None:
 
     # Another human sees nothing of alice's and cannot act on it: not_found, as for unknown ids.
     with live.hub.db.write() as s:
-        directory.add_human(s, "bob")
+        admin.add_human(s, "bob")
     bob = _human_token(live, "bob")
     assert _api(live, "GET", "/human/inbox?status=all", token=bob).json() == {"items": []}
     _problem(_api(live, "POST", f"/human/inbox/{qid}/answer", token=bob, json={"answer": "no"}), 404, "not_found")

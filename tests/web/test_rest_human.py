@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx2
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.queue import leases, todos
 from tests.conftest import LiveApp
 
@@ -12,10 +12,10 @@ from tests.conftest import LiveApp
 def _human(live: LiveApp, name: str = "alice", owns: bool = True) -> dict[str, str]:
     with live.hub.db.write() as s:
         if name != "alice":
-            directory.add_human(s, name)
+            admin.add_human(s, name)
         if owns:
-            directory.add_owner(s, "acme", name)
-        return {"Authorization": f"Bearer {directory.vend_human_token(s, name)}"}
+            admin.add_owner(s, "acme", name)
+        return {"Authorization": f"Bearer {admin.vend_human_token(s, name)}"}
 
 
 def _dead_letter(live: LiveApp) -> str:
@@ -24,7 +24,7 @@ def _dead_letter(live: LiveApp) -> str:
         todo, _ = todos.create(s, hub.clock, project_id=live.world.project_id, queue="q", kind="manual", title="t",
                                payload=None)
         todo.max_attempts = 1
-        grants = directory.grants_of(s, live.world.agent_id)
+        grants = admin.grants_of(s, live.world.agent_id)
     with hub.db.write() as s:
         leases.claim(s, hub.clock, live.world.agent_id, grants, todo_id=todo.id)
     with hub.db.write() as s:

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.config import Settings
 from switchboard.sources import PROVIDERS
 from tests import signers
@@ -63,13 +63,13 @@ def _signed(provider: str, secret: str) -> tuple[bytes, dict[str, str]]:
 def test_old_and_new_secrets_both_open_the_source_until_the_old_one_expires(multi: MultiApp, provider: str) -> None:
     source_id = multi.sources[provider]
     with multi.hub.db.write() as s:
-        directory.rotate_secret(s, source_id, multi.hub.clock.now(), timedelta(hours=1), NEW[provider])
+        admin.rotate_secret(s, source_id, multi.hub.clock.now(), timedelta(hours=1), NEW[provider])
     for secret in (SECRETS[provider], NEW[provider]):
         resp = multi.post(provider, *_signed(provider, secret))
         assert resp.status_code in (200, 202), (secret == NEW[provider], resp.text)
         assert '"duplicate"' not in resp.text
     # End the old secret now: only the new one is accepted.
     with multi.hub.db.write() as s:
-        directory.rotate_secret(s, source_id, multi.hub.clock.now(), timedelta(0), NEW[provider])
+        admin.rotate_secret(s, source_id, multi.hub.clock.now(), timedelta(0), NEW[provider])
     assert multi.post(provider, *_signed(provider, SECRETS[provider])).status_code == 401
     assert multi.post(provider, *_signed(provider, NEW[provider])).status_code in (200, 202)

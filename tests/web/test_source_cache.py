@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.hub import Hub
 from tests.conftest import LiveApp, github_headers, wait_for
 
@@ -38,7 +38,7 @@ def test_a_cached_secret_is_refused_once_it_expires(live: LiveApp) -> None:
     hub = Hub(live.world.settings, role="cli")
     try:
         with hub.db.write() as s:
-            _, new = directory.rotate_secret(s, live.world.source_id, hub.clock.now(), timedelta(seconds=1.5))
+            _, new = admin.rotate_secret(s, live.world.source_id, hub.clock.now(), timedelta(seconds=1.5))
     finally:
         hub.close()
     assert _post(live, new) == 202

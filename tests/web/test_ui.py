@@ -7,7 +7,7 @@ import httpx2
 import pytest
 from sqlalchemy import func, select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.inbox import items as inbox_ops
 from switchboard.models import Delivery, InboxItem, Todo, Token
 from switchboard.queue import todos
@@ -97,7 +97,7 @@ def test_every_page_renders_for_a_signed_in_owner(live: LiveApp) -> None:
 def test_answers_and_decisions_take_the_inbox_code_path(live: LiveApp) -> None:
     hub = live.hub
     with hub.db.write() as s:
-        grants = directory.grants_of(s, live.world.agent_id)
+        grants = admin.grants_of(s, live.world.agent_id)
         q = inbox_ops.post(s, hub.clock, agent_id=live.world.agent_id, grants=grants, kind="question",
                            project="acme", title="Ship it?", options=["yes", "no"])
         a = inbox_ops.post(s, hub.clock, agent_id=live.world.agent_id, grants=grants, kind="approval",
@@ -129,7 +129,7 @@ def test_a_human_sees_and_touches_only_their_own_projects(live: LiveApp) -> None
     with hub.db.write() as s:
         todo, _ = todos.create(s, hub.clock, project_id=live.world.project_id, queue="q", kind="manual",
                                title="alice's secret plan", payload=None)
-        grants = directory.grants_of(s, live.world.agent_id)
+        grants = admin.grants_of(s, live.world.agent_id)
         item = inbox_ops.post(s, hub.clock, agent_id=live.world.agent_id, grants=grants, kind="approval",
                               project="acme", title="alice's approval")
     bob = signed_in(live, "bob")
@@ -183,7 +183,7 @@ def test_quarantine_link_release_and_discard(live: LiveApp) -> None:
 def test_todos_add_assign_cancel_and_retry(live: LiveApp) -> None:
     own(live)
     with live.hub.db.write() as s:
-        directory.add_agent(s, "idle", "alice")  # no grant anywhere
+        admin.add_agent(s, "idle", "alice")  # no grant anywhere
     client = signed_in(live)
     r = post_form(client, "/ui/todos", "/ui/todos", {"project": "acme", "title": "Write docs", "queue": "docs",
                                                      "assign": "claude1", "priority": "5"})
@@ -261,7 +261,7 @@ def test_sources_create_rotate_and_agents_vend_and_revoke(live: LiveApp) -> None
     me = httpx2.get(f"{live.url}/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     assert me.status_code == 200
     with live.hub.db.read() as s:
-        token_id = s.execute(select(Token.id).where(Token.token_sha256 == directory.token_digest(token))).scalar_one()
+        token_id = s.execute(select(Token.id).where(Token.token_sha256 == admin.token_digest(token))).scalar_one()
     assert post_form(client, "/ui/agents", f"/ui/agents/claude1/tokens/{token_id}/revoke").status_code == 303
     gone = httpx2.get(f"{live.url}/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
     assert gone.status_code == 401
@@ -294,7 +294,7 @@ def test_a_prompt_decided_elsewhere_shows_who_and_how_and_refuses_a_second_verdi
         item, _ = permissions.relay(s, hub.clock, agent_id=live.world.agent_id, session_id="sess-1",
                                     request_id="abcde", tool_name="Bash", description="List <b>files</b>",
                                     input_preview='{"command": "ls"}', expires_in_seconds=600)
-        token = directory.vend_human_token(s, "alice")
+        token = admin.vend_human_token(s, "alice")
     client = signed_in(live)
     page = client.get("/ui/inbox").text
     assert "abcde" in page and "List &lt;b&gt;files&lt;/b&gt;" in page  # the prompt's text is text, never markup

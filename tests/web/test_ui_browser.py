@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.inbox import items as inbox_ops
 from switchboard.models import Delivery, InboxItem
 from switchboard.queue import todos
@@ -82,7 +82,7 @@ def _sign_in(browser: Any, live: LiveApp, shots: Path | None = None) -> Any:
 def _ask(live: LiveApp) -> None:
     hub = live.hub
     with hub.db.write() as s:
-        grants = directory.grants_of(s, live.world.agent_id)
+        grants = admin.grants_of(s, live.world.agent_id)
         inbox_ops.post(s, hub.clock, agent_id=live.world.agent_id, grants=grants, kind="question", project="acme",
                        title="Which branch should the hotfix target?", body="main is frozen until Friday.",
                        options=["main", "release-2.4"])
@@ -188,8 +188,8 @@ def test_approve_a_friend_request(browser: Any, live: LiveApp, shots: Path) -> N
     own(live)
     hub = live.hub
     with hub.db.write() as s:
-        directory.add_human(s, "bob")
-        asker = directory.add_agent(s, "bobbot", "bob")
+        admin.add_human(s, "bob")
+        asker = admin.add_agent(s, "bobbot", "bob")
         made = friend_requests.request(s, hub.clock, agent_id=asker.id, to_agent="claude1", queues=["acme/reviews"],
                                        reason="Bob's release checklist needs reviews from claude1")
     page = _sign_in(browser, live)

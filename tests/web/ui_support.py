@@ -7,7 +7,7 @@ import re
 
 import httpx2
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.web import logins
 from tests.conftest import CASES, LiveApp, github_headers, wait_for
 
@@ -48,16 +48,16 @@ def post_form(client: httpx2.Client, page_path: str, action: str, data: dict[str
 def add_human(live: LiveApp, name: str, project: str | None = None) -> None:
     """A second human, owning ``project`` (created) when given."""
     with live.hub.db.write() as s:
-        directory.add_human(s, name)
+        admin.add_human(s, name)
         if project is not None:
-            directory.add_project(s, project)
-            directory.add_owner(s, project, name)
+            admin.add_project(s, project)
+            admin.add_owner(s, project, name)
 
 
 def own(live: LiveApp, project: str = "acme", human: str = "alice") -> None:
     """Make ``human`` an owner of ``project``."""
     with live.hub.db.write() as s:
-        directory.add_owner(s, project, human)
+        admin.add_owner(s, project, human)
 
 
 def stranger_delivery(live: LiveApp, sender_id: int = 777, number: int = 1) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy import select
 from switchboard.errors import InvalidArgument
 from switchboard.inbox import items as inbox_ops
 from switchboard.models import Agent, FriendRequest, Human, InboxItem, Project
-from switchboard.web.ui import bp, hub, write_session
+from switchboard.web.ui.base import bp, hub, write_session
 
 RECENT = 20
 

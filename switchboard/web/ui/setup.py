@@ -18,11 +18,11 @@ from typing import Any
 from flask import flash, g, redirect, render_template, request, url_for
 from sqlalchemy import func, select
 
-from switchboard import directory, refusals
+from switchboard import admin, refusals
 from switchboard.errors import NotFound
 from switchboard.models import Agent, Delivery, Grant, Source, SourceSecret, Token
 from switchboard.sources import PROVIDERS, adapter_for
-from switchboard.web.ui import bp, hub, owned_project, write_session
+from switchboard.web.ui.base import bp, hub, owned_project, write_session
 
 RECENT_DELIVERIES = 10
 
@@ -107,7 +107,7 @@ def source_add() -> Any:
     secret = (request.form.get("secret") or "").strip() or None
     with write_session() as s:
         pid = owned_project(s, request.form.get("project"))
-        source, value = directory.add_source(s, g.projects[pid], provider, secret,
+        source, value = admin.add_source(s, g.projects[pid], provider, secret,
                                              (request.form.get("queue") or "default").strip())
     return render_template("ui/source_created.html", source_id=source.id, url=_url(source.id), provider=provider,
                            secret=value if secret is None else None, steps=SETUP_STEPS.get(provider, []),
@@ -117,11 +117,11 @@ def source_add() -> Any:
 @bp.post("/sources/<source_id>/rotate")
 def source_rotate(source_id: str) -> Any:
     """Add a new secret; the current ones stay valid for ``keep_old_for`` (default 24h)."""
-    keep = directory.parse_duration(request.form.get("keep_old_for") or "24h")
+    keep = admin.parse_duration(request.form.get("keep_old_for") or "24h")
     secret = (request.form.get("secret") or "").strip() or None
     with write_session() as s:
         source = _source(s, source_id)
-        _, value = directory.rotate_secret(s, source.id, hub().clock.now(), keep, secret)
+        _, value = admin.rotate_secret(s, source.id, hub().clock.now(), keep, secret)
         provider = source.provider
     return render_template("ui/source_created.html", source_id=source_id, url=_url(source_id), provider=provider,
                            secret=value if secret is None else None, steps=SETUP_STEPS.get(provider, []),
@@ -134,7 +134,7 @@ def source_todo_events(source_id: str) -> Any:
     kinds, ``default`` or ``none``."""
     with write_session() as s:
         _source(s, source_id)
-        directory.set_todo_events(s, source_id, request.form.get("todo_events") or "")
+        admin.set_todo_events(s, source_id, request.form.get("todo_events") or "")
     flash(f"Todo events of {source_id} set")
     return redirect(url_for("ui.sources_page"), code=303)
 
@@ -186,7 +186,7 @@ def agent_vend(name: str) -> Any:
     """Vend a token (shown once on this page, with the ``.mcp.json`` snippet)."""
     with write_session() as s:
         _agent(s, name)
-        token = directory.vend_token(s, name)
+        token = admin.vend_token(s, name)
     return render_template("ui/token.html", agent=name, token=token,
                            snippet=mcp_snippet(hub().settings.public_url, token), page="agents")
 

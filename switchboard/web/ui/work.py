@@ -4,7 +4,7 @@ Every row shown belongs to a project the signed-in human owns (``g.owned``); an 
 them is ``not_found``, as over REST. Actions call the functions the CLI and REST call:
 :func:`switchboard.intake.quarantine.release` then
 :func:`switchboard.queue.jobs.process_delivery`, :func:`~switchboard.intake.quarantine.discard`,
-:func:`switchboard.directory.link_identity`, and :mod:`switchboard.queue.todos`'s ``create``,
+:func:`switchboard.admin.link_identity`, and :mod:`switchboard.queue.todos`'s ``create``,
 ``retry_dead_letter``, ``cancel`` and ``assign`` (which refuses an agent without a ``work``
 grant). Todo payloads are shown as stored: secret values were replaced by refs at intake.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from flask import flash, g, redirect, render_template, request, url_for
 from sqlalchemy import select
 
-from switchboard import directory
+from switchboard import admin
 from switchboard.errors import InvalidArgument, NotFound
 from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
@@ -27,7 +27,7 @@ from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Delivery, FeedEvent, Grant, Human, ProjectOwner, Todo
 from switchboard.queue import todos
 from switchboard.sources.github import one_line
-from switchboard.web.ui import bp, hub, owned_project, write_session
+from switchboard.web.ui.base import bp, hub, owned_project, write_session
 
 FEED_PAGE = 50
 TODO_PAGE = 100
@@ -99,7 +99,7 @@ def quarantine_link(delivery_id: str) -> Any:
             raise InvalidArgument("this delivery names no sender to link; release it as yourself instead")
         if sender["is_bot"]:
             raise InvalidArgument("bots are never linked to a human; release it as yourself instead")
-        directory.link_identity(s, human_name, sender["provider"], sender["external_id"], sender["workspace"] or "",
+        admin.link_identity(s, human_name, sender["provider"], sender["external_id"], sender["workspace"] or "",
                                 login=sender["login"])
     flash(f"Linked {sender['provider']} account {sender['external_id']} to {human_name}; release the delivery now")
     return redirect(url_for("ui.quarantine_page"), code=303)
@@ -186,7 +186,7 @@ def _agent_for(s: Any, name: str | None, project_id: str) -> str | None:
         return None
     if name not in _granted_agents(s, [project_id]).get(project_id, []):
         raise NotFound("no agent by that name can work on this project; grant it first")
-    return directory.agent_by_name(s, name).id
+    return admin.agent_by_name(s, name).id
 
 
 @bp.post("/todos")
@@ -196,7 +196,7 @@ def todo_add() -> Any:
     if not title or breaks_channel(title):
         raise InvalidArgument("title must be one non-empty line without a <channel> tag")
     queue = (request.form.get("queue") or "default").strip()
-    directory.check_name("queue", queue)
+    admin.check_name("queue", queue)
     raw = (request.form.get("priority") or "0").strip()
     if not re.fullmatch(r"-?[0-9]{1,4}", raw) or not -1000 <= int(raw) <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")

@@ -3,7 +3,7 @@
 A source's secret lets whoever reads it forge deliveries, so it is stored as
 ``sbv1:<url-safe base64 of key id | nonce | AES-256-GCM(secret) + tag>``, associated data
 ``switchboard/source_secret/v1`` (the same construction as sealed delivery bodies,
-:func:`switchboard.intake.vault.seal_body`). Values without the prefix (written before
+:func:`switchboard.sealing.columns.seal_body`). Values without the prefix (written before
 migration 0009) read as they are; the migration seals them in place and ``switchboard vault
 rotate`` re-seals every one under the new primary key.
 """
@@ -20,7 +20,8 @@ from sqlalchemy import Text
 from sqlalchemy.types import TypeDecorator
 
 from switchboard.errors import SwitchboardError
-from switchboard.intake.vault import NONCE_BYTES, KeyRing, _dialect_ring
+from switchboard.sealing.columns import dialect_ring
+from switchboard.sealing.keys import NONCE_BYTES, KeyRing
 
 PREFIX = "sbv1:"
 _AAD = b"switchboard/source_secret/v1"
@@ -67,7 +68,7 @@ def open_text(ring: KeyRing | None, stored: str) -> str:
 
 class SealedText(TypeDecorator[str]):
     """A ``Text`` column sealed on write and opened on read with the engine's key ring
-    (:func:`switchboard.intake.vault.attach`); writing without a ring fails closed."""
+    (:func:`switchboard.sealing.columns.attach`); writing without a ring fails closed."""
 
     impl = Text
     cache_ok = True
@@ -75,7 +76,7 @@ class SealedText(TypeDecorator[str]):
     def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
         if value is None or value.startswith(PREFIX):
             return value
-        ring = _dialect_ring(dialect)
+        ring = dialect_ring(dialect)
         if ring is None:
             raise SwitchboardError("refusing to store a source secret without the vault key ring")
         return seal_text(ring, value)
@@ -83,4 +84,4 @@ class SealedText(TypeDecorator[str]):
     def process_result_value(self, value: str | None, dialect: Any) -> str | None:
         if value is None:
             return None
-        return open_text(_dialect_ring(dialect), value)
+        return open_text(dialect_ring(dialect), value)

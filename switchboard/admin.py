@@ -1,6 +1,7 @@
 """Humans, identities, agents, tokens, projects, grants and sources: the admin operations.
 
-Used by the CLI (and later the REST API). Every function takes a write session and raises
+Used by the CLI, the human REST routes and the web UI, and read by the agent surface (grants,
+name lookups). Every function takes a session and raises
 :class:`~switchboard.errors.InvalidArgument`, :class:`~switchboard.errors.NotFound` or
 :class:`~switchboard.errors.Conflict` with a message naming the offending value.
 """
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 import secrets as pysecrets
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session
