@@ -24,7 +24,7 @@ from sqlmodel import Session
 
 from switchboard import paging
 from switchboard.clock import Clock
-from switchboard.errors import Conflict, MalformedPayload, NotFound
+from switchboard.errors import Conflict, MalformedPayload, MalformedRequest, NotFound
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
 from switchboard.models import Delivery, Source
@@ -34,7 +34,7 @@ from switchboard.sources import SOURCE_SENDER, Sender, adapter_for
 def _sender(delivery: Delivery, source: Source) -> Sender | None:
     try:
         sender = adapter_for(source.provider).parse(delivery.raw_body or b"", delivery.headers or {}).sender
-    except MalformedPayload:
+    except (MalformedPayload, MalformedRequest):  # a stored body or header that no longer parses: no sender
         return None
     if sender is not None and sender.external_id == SOURCE_SENDER:
         sender = replace(sender, external_id=source.id)
