@@ -823,6 +823,14 @@ def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise click.BadParameter("give the hub's base URL with its scheme, e.g. http://127.0.0.1:8080")
+    path = parts.path.rstrip("/")
+    if path.endswith("/mcp"):
+        # The hub's /mcp endpoint is for MCP clients over HTTP; the adapter wants the base URL.
+        # A common mix-up: take the base rather than fail every call with a 404.
+        base = parts._replace(path=path[: -len("/mcp")], query="", fragment="").geturl()
+        click.echo(f"note: --url {value} is the hub's /mcp endpoint; the adapter uses the base URL {base}",
+                   err=True)
+        return base
     return value
 
 
@@ -834,8 +842,10 @@ def channel(url: str) -> None:
 
     tok = os.environ.get("SWITCHBOARD_TOKEN", "").strip()
     if not tok:
-        click.echo("error unauthenticated: set SWITCHBOARD_TOKEN to the agent's token", err=True)
-        sys.exit(2)
+        # Not an exit: Claude Code would show a failed server and no tools. The adapter serves
+        # its tools; each call answers ``unauthenticated`` with this fix (issue 10 item 3).
+        click.echo("error unauthenticated: SWITCHBOARD_TOKEN is not set: set it to the agent's token "
+                   "(switchboard token vend AGENT) in the env of the server in .mcp.json", err=True)
     run_channel(url, tok, _settings().log_level)
 
 

@@ -130,6 +130,8 @@ class ChannelServer(Server[Any]):
 
 
 EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
+NO_TOKEN_MESSAGE = ("SWITCHBOARD_TOKEN is not set for this adapter: set it to the agent's token (switchboard "
+                    "token vend AGENT) in the env of the switchboard server in .mcp.json, then restart Claude Code")
 
 
 class Bridge:
@@ -148,6 +150,8 @@ class Bridge:
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url.rstrip("/")
+        self.token = token
+        self.tool_names = {t.name for t in tool_definitions()}
         self.session_id = new_id("ses")
         self.headers = {"Authorization": f"Bearer {token}", "User-Agent": f"switchboard-channel/{__version__}",
                         SESSION_HEADER: self.session_id}
@@ -162,6 +166,8 @@ class Bridge:
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """Forward one tool call; the hub down or the token refused is a tool error (never a
         JSON-RPC error: Claude Code would keep no tools)."""
+        if not self.token:
+            return _tool_error("unauthenticated", NO_TOKEN_MESSAGE, False)
         try:
             # inbox_wait may hold the call up to 60 s: allow for it.
             resp = await self.client.post(f"{self.url}/api/v1/agent/tools/{name}", json=arguments or {},
@@ -171,6 +177,9 @@ class Bridge:
                                f"the Switchboard hub at {self.url} did not answer ({type(exc).__name__})", True)
         if resp.status_code == 401:
             return _tool_error("unauthenticated", "the hub refused this adapter's token", False)
+        if resp.status_code == 404 and name in self.tool_names:
+            # A tool of the catalogue is never 404 at a hub: this URL is not the hub's base URL.
+            return _tool_error("hub_unreachable", self.no_api_message(), False)
         if resp.status_code != 200:
             try:
                 problem = resp.json()
@@ -180,9 +189,17 @@ class Bridge:
                 return _tool_error("hub_unreachable", f"the hub answered HTTP {resp.status_code}", True)
         return to_call_tool_result(resp.json())
 
+    def no_api_message(self) -> str:
+        """What to do when ``self.url`` answers 404 for the agent API."""
+        return (f"no Switchboard agent API at {self.url}: --url must be the hub's base URL (the address "
+                "`switchboard serve` prints, e.g. http://127.0.0.1:8080), not /mcp or another page")
+
     async def pump(self) -> None:
         """Forward the hub's events to Claude Code; reconnect with capped backoff, forever."""
         await self.session_ready.wait()
+        if not self.token:
+            log.error("unauthenticated: %s", NO_TOKEN_MESSAGE)
+            return  # nothing can attach without a token: tools answer with the fix
         failures = 0
         while True:
             headers = {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
@@ -193,6 +210,8 @@ class Bridge:
                 ) as resp:
                     if resp.status_code == 401:
                         self._refused()
+                    elif resp.status_code == 404:
+                        log.warning("agent stream answered HTTP 404: %s", self.no_api_message())
                     elif resp.status_code != 200:
                         log.warning("agent stream answered HTTP %s", resp.status_code)
                     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, jsonify
+from flask import Flask, jsonify, redirect, request
 from werkzeug.exceptions import HTTPException
 
 from switchboard import __version__
@@ -26,8 +26,12 @@ def create_flask_app(hub: Hub) -> Flask:
 
     @app.get("/")
     def index() -> Any:
-        return jsonify({"service": "switchboard", "version": __version__,
-                        "docs": "README.md", "mcp": "/mcp", "hooks": "/hooks/<source_id>"})
+        """A browser goes to the web UI; any other client gets the service's map as JSON."""
+        if request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html":
+            return redirect("/ui/", code=302)
+        return jsonify({"service": "switchboard", "version": __version__, "ui": "/ui/",
+                        "openapi": "/api/v1/openapi.json", "docs": "README.md", "mcp": "/mcp",
+                        "hooks": "/hooks/<source_id>"})
 
     @app.get("/api/v1/health")
     def health() -> Any:

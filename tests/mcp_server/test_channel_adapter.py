@@ -74,6 +74,33 @@ async def test_tools_are_listed_and_calls_fail_with_unauthenticated_for_a_refuse
         assert "switchboard token vend" in result["content"][0]["text"]
 
 
+async def test_without_a_token_the_tools_are_listed_and_calls_say_how_to_set_it(live: LiveApp) -> None:
+    # Found by a new user: with SWITCHBOARD_TOKEN unset the adapter exited before answering
+    # initialize, so Claude Code would show a failed server and no tools (issue 10 item 3).
+    async with connect("stdio", live.url, "") as agent:
+        assert len((await agent.client.list_tools()).tools) == len(TOOLS)
+        result = await agent.call("whoami")
+        assert result["isError"] is True and result["structuredContent"]["code"] == "unauthenticated"
+        assert "SWITCHBOARD_TOKEN is not set" in result["content"][0]["text"]
+        assert "switchboard token vend" in result["content"][0]["text"]
+
+
+async def test_a_url_ending_in_mcp_is_taken_as_the_base_url(live: LiveApp) -> None:
+    # Found by a new user: --url http://HOST:PORT/mcp (the README's MCP endpoint) made every call a
+    # not_found whose hint talked about todo ids.
+    async with connect("stdio", f"{live.url}/mcp/", live.world.token) as agent:
+        me = await agent.ok("whoami")
+        assert me["structuredContent"]["agent"]["name"] == "claude1"
+
+
+async def test_a_url_that_is_not_the_hub_says_so(live: LiveApp) -> None:
+    async with connect("stdio", f"{live.url}/ui", live.world.token) as agent:
+        result = await agent.call("whoami")
+        assert result["isError"] is True and result["structuredContent"]["code"] == "hub_unreachable"
+        assert f"no Switchboard agent API at {live.url}/ui" in result["content"][0]["text"]
+        assert "base URL" in result["content"][0]["text"]
+
+
 async def test_a_todo_waiting_at_connect_is_rung_right_after_initialized(live: LiveApp) -> None:
     # Issue 18 item 3: it was rung 27 s after notifications/initialized, by the re-ring.
     older = make_todo(live, title="Waiting \u202eyrotsih\u202c since before")

@@ -70,3 +70,12 @@ def test_every_response_carries_a_request_id_and_keeps_a_sane_given_one(live: Li
     assert made.headers["x-request-id"].startswith("req_") and len(made.headers["x-request-id"]) == 20
     hook = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=b"{}", timeout=10)
     assert hook.status_code == 401 and hook.headers["x-request-id"].startswith("req_")
+
+
+def test_the_root_sends_a_browser_to_the_web_ui_and_gives_clients_a_map(live: LiveApp) -> None:
+    # Found by a new user: opening the hub in a browser showed JSON with no way to the UI.
+    browser = httpx2.get(f"{live.url}/", timeout=10, headers={
+        "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"})
+    assert browser.status_code == 302 and browser.headers["location"] == "/ui/"
+    client = httpx2.get(f"{live.url}/", timeout=10)
+    assert client.status_code == 200 and client.json()["ui"] == "/ui/"

@@ -1,0 +1,30 @@
+"""The benchmarks in ``bench/`` still run (tiny sizes; no figure is checked: figures are for
+people, measured on a quiet machine, never asserted). A bench that imports a removed internal
+fails here rather than in front of the next person who measures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = {
+    "replay_digest.py": ["--rounds", "1", "--per-round", "5"],
+    "guard.py": ["--requests", "50", "--rounds", "1"],
+    "intake.py": ["--runs", "3", "--kb", "5"],
+    "cli_start.py": ["--runs", "1"],
+    "queue.py": ["--claimers", "2", "--todos", "40", "--sizes", "1000", "--no-postgres", "--runs", "1"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMALL))
+def test_bench_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-P", str(ROOT / "bench" / script), *SMALL[script]], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SWITCHBOARD_HOME": str(tmp_path / "i")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip(), "a bench prints its figures"
