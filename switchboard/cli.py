@@ -105,6 +105,17 @@ def admin(fn: Callable[..., tuple[dict[str, Any], str]]) -> Callable[..., None]:
     return wrapper
 
 
+_CURSOR_OPTION = click.option(
+    "--cursor", default=None, help="next_cursor of an earlier page (printed at its end): the page after it.")
+
+
+def _more(text: str, page: dict[str, Any]) -> str:
+    """``text`` with a last line naming the cursor of the next page, when there is one (issue 18 item 4)."""
+    if page.get("next_cursor"):
+        return f"{text}\n(more: --cursor {page['next_cursor']})"
+    return text
+
+
 @click.group()
 @click.version_option(__version__, prog_name="switchboard")
 def main() -> None:
@@ -325,14 +336,16 @@ def quarantine() -> None:
 @quarantine.command("list")
 @click.option("--project", "project_name", default=None)
 @click.option("--limit", default=100, type=click.IntRange(1, 1000), show_default=True)
+@_CURSOR_OPTION
 @admin
-def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any], str]:
-    """List quarantined deliveries with the sender to link."""
+def quarantine_list(project_name: str | None, limit: int, cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List quarantined deliveries with the sender to link, oldest first (one page)."""
     from switchboard.intake import quarantine as q
 
     with _hub_cli().db.read() as s:
         project_id = directory.project_by_name(s, project_name).id if project_name else None
-        rows = q.list_quarantined(s, project_id, limit)
+        page = q.page_quarantined(s, None if project_id is None else [project_id], limit=limit, cursor=cursor)
+    rows = page["deliveries"]
     lines = []
     for r in rows:
         who = r["sender"]
@@ -343,7 +356,7 @@ def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any
             f"{r['reason']} (now {r['reason_now']})" if r.get("reason_now")
             else f"{r['reason']} (sender now linked and trusted: release it)")
         lines.append(f"{r['id']}  {reason}  {r['event']}  {sender}  {r['received_at']}")
-    return {"deliveries": rows}, "\n".join(lines) or "nothing quarantined"
+    return page, _more("\n".join(lines) or "nothing quarantined", page)
 
 
 @quarantine.command("release")
@@ -416,21 +429,34 @@ def delivery() -> None:
               default=None)
 @click.option("--source", "source_id", default=None)
 @click.option("--limit", default=50, type=click.IntRange(1, 1000), show_default=True)
+@_CURSOR_OPTION
 @admin
-def delivery_list(status: str | None, source_id: str | None, limit: int) -> tuple[dict[str, Any], str]:
-    """List deliveries, newest first (no bodies)."""
+def delivery_list(status: str | None, source_id: str | None, limit: int,
+                  cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List deliveries, newest first (no bodies), one page; --cursor continues to older ones.
+
+    Keyset paging on (received_at, id) descending (:mod:`switchboard.paging`): deliveries that
+    arrive between pages go before the first page and never shift the ones after the cursor.
+    """
     from sqlalchemy import select
 
+    from switchboard import paging
     from switchboard.models import Delivery
 
     hub = _hub_cli()
-    query = select(Delivery).order_by(Delivery.received_at.desc()).limit(limit)  # type: ignore[attr-defined]
+    key = ("time", "str")
+    query = select(Delivery)
+    if cursor is not None:
+        query = query.where(paging.after((Delivery.received_at, Delivery.id),
+                                         paging.decode(cursor, "deliveries", key), descending=True))
     if status:
         query = query.where(Delivery.status == status)
     if source_id:
         query = query.where(Delivery.source_id == source_id)
+    query = query.order_by(Delivery.received_at.desc(), Delivery.id.desc()).limit(limit + 1)  # type: ignore[attr-defined,union-attr]
     with hub.db.read() as s:
-        rows = s.execute(query).scalars().all()
+        rows, next_cursor = paging.page(s.execute(query).scalars().all(), limit, "deliveries", key,
+                                        lambda d: (d.received_at, d.id))
     data = [{"id": d.id, "source_id": d.source_id, "status": d.status, "event": d.event,
              "received_at": d.received_at.isoformat(), "todo_id": d.todo_id,
              "reason": d.quarantine_reason or d.error_code, "detail": d.error_detail} for d in rows]
@@ -438,7 +464,8 @@ def delivery_list(status: str | None, source_id: str | None, limit: int) -> tupl
                      + (f" -> {d['todo_id']}" if d["todo_id"] else "")
                      + (f" ({d['reason']}{': ' + d['detail'] if d['detail'] else ''})" if d["reason"] else "")
                      for d in data)
-    return {"deliveries": data}, text or "no deliveries"
+    page = {"deliveries": data, "has_more": next_cursor is not None, "next_cursor": next_cursor}
+    return page, _more(text or "no deliveries", page)
 
 
 @main.group()
@@ -578,32 +605,24 @@ def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, 
 @click.option("--state", type=click.Choice(["pending", "claimed", "done", "failed", "cancelled"]), default=None)
 @click.option("--dead-letters", is_flag=True, help="Only dead-lettered todos.")
 @click.option("--limit", default=50, type=click.IntRange(1, 1000), show_default=True)
+@_CURSOR_OPTION
 @admin
 def todo_list_cmd(project_name: str | None, state: str | None, dead_letters: bool,
-                  limit: int) -> tuple[dict[str, Any], str]:
-    """List todos (oldest first), or only the dead letters."""
-    from sqlalchemy import select
-
-    from switchboard.models import Todo
+                  limit: int, cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List todos (oldest first), or only the dead letters, one page; --cursor continues."""
     from switchboard.queue import todos as todo_ops
 
     hub = _hub_cli()
     with hub.db.read() as s:
         project_id = directory.project_by_name(s, project_name).id if project_name else None
-        if dead_letters:
-            rows = todo_ops.list_dead_letters(s, project_id, limit)
-        else:
-            query = select(Todo)
-            if project_id:
-                query = query.where(Todo.project_id == project_id)
-            if state:
-                query = query.where(Todo.state == state)
-            rows = [todo_ops.row(t) for t in s.execute(query.order_by(Todo.created_at).limit(limit)).scalars()]
+        page = todo_ops.page_of(s, None if project_id is None else [project_id], state=state,
+                                dead_letters=dead_letters, limit=limit, cursor=cursor, max_limit=1000)
+        rows = page["todos"]
         _name_assignees(s, rows)
     text = "\n".join(f"{r['id']} [{r['state']}{' dead' if r['dead_lettered'] else ''}] {r['queue']}: {r['title']}"
                      + (f" (assigned to {r['assigned_agent']})" if r.get("assigned_agent") else "")
                      for r in rows) or "no todos"
-    return {"todos": rows}, text
+    return page, _more(text, page)
 
 
 @todo.command("show")
@@ -709,16 +728,18 @@ def inbox() -> None:
 @click.option("--status", type=click.Choice(["open", "answered", "decided", "expired", "all"]), default="open",
               show_default=True)
 @click.option("--limit", default=100, type=click.IntRange(1, 1000), show_default=True)
+@_CURSOR_OPTION
 @admin
-def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[str, Any], str]:
-    """List inbox items, oldest first."""
+def inbox_list(human_name: str | None, status: str, limit: int, cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List inbox items, oldest first, one page; --cursor continues."""
     from switchboard.inbox import items as inbox_ops
 
     hub = _hub_cli()
     with hub.db.read() as s:
         human_id = directory.human_by_name(s, human_name).id if human_name else None
-        rows = inbox_ops.list_for_human(s, human_id=human_id, status=None if status == "all" else status,
-                                        limit=limit)
+        page = inbox_ops.page_for_human(s, human_id=human_id, status=None if status == "all" else status,
+                                        limit=limit, cursor=cursor)
+    rows = page["items"]
     lines = []
     for r in rows:
         extra = f" options: {', '.join(r['options'])}" if r["options"] else ""
@@ -727,7 +748,7 @@ def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[st
         result = f" -> {r['answer'] or r['decision']}" if r["status"] != "open" and (r["answer"] or r["decision"]) else ""
         lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project'] or '-'} from {r['agent']} to {r['human']}: "
                      f"{r['title']}{extra}{result}")
-    return {"items": rows}, "\n".join(lines) or "no inbox items"
+    return page, _more("\n".join(lines) or "no inbox items", page)
 
 
 def _resolve_as(item_id: str, human_name: str | None, **kwargs: Any) -> dict[str, Any]:

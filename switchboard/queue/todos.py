@@ -152,8 +152,9 @@ LIST_NAME = "todos"
 _KEY = ("time", "str")
 
 
-def page_of(session: Session, project_ids: list[str], *, queue: str | None = None, state: str | None = None,
-            dead_letters: bool = False, limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
+def page_of(session: Session, project_ids: list[str] | None, *, queue: str | None = None, state: str | None = None,
+            dead_letters: bool = False, limit: int = 50, cursor: str | None = None,
+            max_limit: int = MAX_LIST_LIMIT) -> dict[str, Any]:
     """One page of todos in ``project_ids`` in creation order (``created_at``, then id), the
     one todo list behind ``todo_list``, the human REST list and ``switchboard todo list``.
 
@@ -163,9 +164,10 @@ def page_of(session: Session, project_ids: list[str], *, queue: str | None = Non
     after the cursor (normally: it is newer than everything listed so far).
 
     Args:
-        project_ids: the caller's scope, already resolved (a cursor never widens it).
+        project_ids: the caller's scope, already resolved (a cursor never widens it); None
+            means every project (the operator's CLI only).
         dead_letters: only ``failed`` todos with no retry due (overrides ``state``).
-        limit: page size, 1..200.
+        limit: page size, 1..``max_limit`` (200 for agents and REST; the CLI allows 1,000).
         cursor: ``next_cursor`` of an earlier page, or None.
 
     Returns:
@@ -175,11 +177,13 @@ def page_of(session: Session, project_ids: list[str], *, queue: str | None = Non
     Raises:
         InvalidArgument: bad ``limit``, ``state`` or ``cursor``.
     """
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
-        raise InvalidArgument(f"limit must be a whole number from 1 to {MAX_LIST_LIMIT}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= max_limit:
+        raise InvalidArgument(f"limit must be a whole number from 1 to {max_limit}")
     if state is not None and state not in STATES:
         raise InvalidArgument(f"state must be one of {', '.join(STATES)}")
-    query = select(Todo).where(Todo.project_id.in_(project_ids))  # type: ignore[attr-defined]
+    query = select(Todo)
+    if project_ids is not None:
+        query = query.where(Todo.project_id.in_(project_ids))  # type: ignore[attr-defined]
     if cursor is not None:
         query = query.where(paging.after((Todo.created_at, Todo.id), paging.decode(cursor, LIST_NAME, _KEY)))
     if queue is not None:
