@@ -111,6 +111,10 @@ class RetentionSchedule:
         self.interval_seconds = interval_seconds
         self._next = 0.0
 
+    def every(self, interval_seconds: float) -> None:
+        """Prune every ``interval_seconds`` from now on, starting with the next pass."""
+        self.interval_seconds, self._next = interval_seconds, 0.0
+
     def maybe_run(self, hub: Hub, monotonic_now: float) -> PruneReport | None:
         """Prune when due (the first call is due at once)."""
         if monotonic_now < self._next:

@@ -179,7 +179,9 @@ def test_the_maintenance_pass_drops_raw_bodies_on_schedule(tmp_path: Path) -> No
     settings = Settings(home=tmp_path / "instance", raw_body_days=0, reap_interval_seconds=0.1)
     world = configure(settings)
     for url, hub in serve_in_thread(settings):
-        hub.retention.interval_seconds = 0.0  # every pass, instead of hourly
+        # Every pass, instead of hourly (the first pass may already have run and set the next for
+        # an hour later: `every` starts the schedule again).
+        hub.retention.every(0.0)
         body = _issue()
         resp = httpx2.post(f"{url}/hooks/{world.source_id}", content=body,
                            headers=github_headers(body, world.secret), timeout=10)
@@ -324,3 +326,20 @@ def test_serve_prints_each_source_url_at_the_address_it_serves(tmp_path: Path, e
         assert resp.status_code == 202
     finally:
         stop(server.proc)
+
+
+def test_humans_and_projects_are_listed(env: dict[str, str]) -> None:
+    # Found by a new user: agents and sources could be listed, humans and projects could not.
+    cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067",
+        "--login", "Codertocat")
+    cli(env, "agent", "add", "claude1", "--human", "alice")
+    cli(env, "human", "add", "bob")
+    [alice, bob] = cli(env, "human", "list")["humans"]
+    assert (alice["name"], alice["identities"], alice["agents"], alice["projects"]) == (
+        "alice", ["github:Codertocat"], ["claude1"], ["acme"])
+    assert (bob["name"], bob["agents"], bob["projects"]) == ("bob", [], [])
+    assert "alice (hum_" in run(env, "human", "list").stdout
+    source = cli(env, "source", "add", "--project", "acme", "--provider", "github")
+    [acme] = cli(env, "project", "list")["projects"]
+    assert acme["owners"] == ["alice"] and acme["sources"] == [{"id": source["id"], "provider": "github"}]
+    assert "owners alice; 1 source(s)" in run(env, "project", "list").stdout

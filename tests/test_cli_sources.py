@@ -122,6 +122,7 @@ def test_todo_events_are_set_at_add_changed_with_set_and_shown_by_list(env: dict
     out = cli(env, "source", "add", "--project", "acme", "--provider", "github",
               "--todo-events", "issues,pull_request_review_comment,discussion_comment,commit_comment")
     chosen = out["id"]
+    assert "unfamiliar_kinds" not in out
     default = cli(env, "source", "add", "--project", "acme", "--provider", "gitlab")["id"]
     rows = {r["id"]: r for r in cli(env, "source", "list")["sources"]}
     assert rows[chosen]["todo_events"] == ["issues", "pull_request_review_comment", "discussion_comment",
@@ -143,3 +144,13 @@ def test_bad_todo_events_are_refused(env: dict[str, str]) -> None:
         assert _fails(env, "source", "set", src, "--todo-events", value)["code"] == "invalid_argument"
     assert _fails(env, "source", "set", src)["code"] == "invalid_argument"
     assert _fails(env, "source", "set", "src_" + "a" * 26, "--todo-events", "issues")["code"] == "not_found"
+
+
+def test_a_misspelt_todo_event_is_kept_with_a_note(env: dict[str, str]) -> None:
+    # Found by a new user: `--todo-events issuez` was accepted silently, and no event made a todo.
+    src = cli(env, "source", "add", "--project", "acme", "--provider", "github")["id"]
+    out = cli(env, "source", "set", src, "--todo-events", "issuez,star,pull_request.opened")
+    assert out["todo_events"] == ["issuez", "star", "pull_request.opened"] and out["unfamiliar_kinds"] == ["issuez"]
+    text = subprocess.run([switchboard_exe(), "source", "set", src, "--todo-events", "issuez"], env=env,
+                          capture_output=True, text=True, check=True).stdout
+    assert "note: issuez: not among github's usual kinds" in text

@@ -40,6 +40,18 @@ DEFAULT_TODO_EVENTS["forgejo"] = DEFAULT_TODO_EVENTS["gitea"]
 GitHub review comments, discussion comments and commit comments are titled but not listed:
 feed events unless a source asks for them."""
 
+KNOWN_KINDS: dict[str, frozenset[str]] = {"github": frozenset({
+    "branch_protection_rule", "check_run", "check_suite", "code_scanning_alert", "commit_comment", "create",
+    "delete", "dependabot_alert", "deploy_key", "deployment", "deployment_status", "discussion",
+    "discussion_comment", "fork", "gollum", "installation", "issue_comment", "issues", "label", "member",
+    "membership", "merge_group", "meta", "milestone", "organization", "package", "page_build", "ping", "project",
+    "project_card", "project_column", "projects_v2", "projects_v2_item", "public", "pull_request",
+    "pull_request_review", "pull_request_review_comment", "pull_request_review_thread", "push", "registry_package",
+    "release", "repository", "repository_dispatch", "secret_scanning_alert", "security_advisory", "sponsorship",
+    "star", "status", "team", "team_add", "watch", "workflow_dispatch", "workflow_job", "workflow_run"})}
+"""Event names beyond the defaults, per provider (GitHub: docs.github.com "Webhook events and
+payloads"), so :func:`unfamiliar` flags typos and not real events."""
+
 MAX_ENTRIES = 100
 _ENTRY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/ -]{0,99}")
 
@@ -68,6 +80,16 @@ def wants_todo(provider: str, todo_events: Sequence[str] | None, envelope: Envel
         envelope: the parsed delivery; one without a title is never a todo.
     """
     return envelope.title is not None and matches(effective(provider, todo_events), envelope.kind)
+
+
+def unfamiliar(provider: str, entries: Sequence[str] | None) -> list[str]:
+    """Entries whose first segment is none of the provider's default kinds: maybe a typo.
+
+    Not an error (a provider has more kinds than its defaults: GitHub's ``star``, ``fork``...);
+    the CLI prints them with a note, so ``issuez`` does not silently stop every todo.
+    """
+    known = {e.split(".")[0] for e in default_for(provider)} | KNOWN_KINDS.get(provider, frozenset())
+    return [e for e in entries or () if known and e.split(".")[0] not in known]
 
 
 def parse_todo_events(provider: str, value: str) -> list[str] | None:

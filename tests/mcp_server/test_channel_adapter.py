@@ -173,6 +173,13 @@ async def test_doorbell_verdicts_no_session_unheard_and_heard(live: LiveApp) -> 
     code, verdict = await anyio.to_thread.run_sync(doctor, "--wait", "0")
     assert (code, verdict["verdict"], verdict["sessions"]) == (1, "no_session", 0)
     assert "not running" in str(verdict["fix"])
+    # Found by a new user: with the hub itself down, doctor blamed Claude Code only.
+    env["SWITCHBOARD_PUBLIC_URL"] = f"http://127.0.0.1:{free_port()}"
+    code, verdict = await anyio.to_thread.run_sync(doctor, "--wait", "0")
+    assert verdict["hub_answers"] is False and "start `switchboard serve`" in str(verdict["fix"])
+    env["SWITCHBOARD_PUBLIC_URL"] = live.url
+    code, verdict = await anyio.to_thread.run_sync(doctor, "--wait", "0")
+    assert verdict["hub_answers"] is True and "switchboard serve`" not in str(verdict["fix"])
 
     # Attached, but the model never acks (Claude Code started without channels for this server):
     # a client that ignores channel notifications.

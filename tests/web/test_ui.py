@@ -169,6 +169,9 @@ def test_quarantine_link_release_and_discard(live: LiveApp) -> None:
     assert early.status_code == 409 and "link the sender" in early.text
     assert post_form(client, "/ui/quarantine", f"/ui/quarantine/{first}/link", {"human": "nobody"}).status_code == 400
     assert post_form(client, "/ui/quarantine", f"/ui/quarantine/{first}/link", {"human": "alice"}).status_code == 303
+    # Found by a new user: the page still offered the link form and said only unknown_sender.
+    card = client.get("/ui/quarantine").text.split(f'id="{first}"', 1)[1].split("</article>", 1)[0]
+    assert "sender now linked and trusted: release it" in card and f"/ui/quarantine/{first}/link" not in card
     assert post_form(client, "/ui/quarantine", f"/ui/quarantine/{first}/release").status_code == 303
     assert post_form(client, "/ui/quarantine", f"/ui/quarantine/{second}/discard").status_code == 303
     with live.hub.db.read() as s:

@@ -1,0 +1,152 @@
+"""``switchboard serve|worker|channel``: the long-running processes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+
+from switchboard import __version__
+from switchboard.cli.base import clear_errors, fail, load_settings, main
+from switchboard.config import Settings
+from switchboard.errors import ConfigError
+
+
+def _redacted_url(url: str) -> str:
+    """A database or Redis URL without its password."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return parts._replace(netloc=netloc).geturl()
+    return url
+
+
+@main.command()
+@click.option("--host", default=None, help="Listen address (default SWITCHBOARD_HOST or 127.0.0.1).")
+@click.option("--port", default=None, type=click.IntRange(0, 65535), help="Port (default SWITCHBOARD_PORT or 8080).")
+def serve(host: str | None, port: int | None) -> None:
+    """Run the hub: receiver, MCP at /mcp, agent streams, REST (uvicorn)."""
+    import uvicorn
+
+    from switchboard.web.asgi import create_app
+
+    settings = load_settings()
+    changes: dict[str, Any] = {}
+    if host is not None:
+        changes["host"] = host
+    if port is not None:
+        changes["port"] = port
+    if changes:
+        settings = settings.with_overrides(**changes)
+    import socket
+
+    with clear_errors():
+        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            try:
+                probe.bind((settings.host, settings.port))
+            except OSError as exc:
+                raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"]) from None
+        app = create_app(settings)
+        if settings.redis_url:
+            import redis
+
+            redis.Redis.from_url(settings.redis_url).ping()
+    _announce(settings, f"switchboard {__version__} on http://{settings.host}:{settings.port} "
+              f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
+              f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})")
+    _print_source_urls(settings)
+    # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
+    # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
+    from switchboard.web.server_protocol import uvicorn_options
+
+    # log_config=None: uvicorn's loggers go through the root handlers and their redaction filter
+    # (issue 13 item 6), in both log formats.
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
+                proxy_headers=False, log_config=None, **uvicorn_options(settings))
+
+
+def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise click.BadParameter("give the hub's base URL with its scheme, e.g. http://127.0.0.1:8080")
+    path = parts.path.rstrip("/")
+    if path.endswith("/mcp"):
+        # The hub's /mcp endpoint is for MCP clients over HTTP; the adapter wants the base URL.
+        # A common mix-up: take the base rather than fail every call with a 404.
+        base = parts._replace(path=path[: -len("/mcp")], query="", fragment="").geturl()
+        click.echo(f"note: --url {value} is the hub's /mcp endpoint; the adapter uses the base URL {base}",
+                   err=True)
+        return base
+    return value
+
+
+@main.command()
+@click.option("--url", required=True, callback=_http_url, help="The hub's base URL, e.g. http://127.0.0.1:8080")
+def channel(url: str) -> None:
+    """Run the stdio channel adapter for Claude Code (token from SWITCHBOARD_TOKEN)."""
+    from switchboard.mcp_server.channel import run_channel
+
+    tok = os.environ.get("SWITCHBOARD_TOKEN", "").strip()
+    if not tok:
+        # Not an exit: Claude Code would show a failed server and no tools. The adapter serves
+        # its tools; each call answers ``unauthenticated`` with this fix (issue 10 item 3).
+        click.echo("error unauthenticated: SWITCHBOARD_TOKEN is not set: set it to the agent's token "
+                   "(switchboard token vend AGENT) in the env of the server in .mcp.json", err=True)
+    run_channel(url, tok, load_settings().log_level)
+
+
+@main.command()
+@click.option("--burst", is_flag=True, help="Process what is queued, then exit.")
+def worker(burst: bool) -> None:
+    """Run an rq worker for delivery processing (needs SWITCHBOARD_REDIS_URL)."""
+    from switchboard.worker import run_worker
+
+    settings = load_settings()
+    if not settings.redis_url:
+        fail("config_invalid", "`switchboard worker` needs SWITCHBOARD_REDIS_URL; without it, "
+             "`serve` processes deliveries in its own thread", 2)
+    with clear_errors():
+        run_worker(settings, burst=burst)
+
+
+def _print_source_urls(settings: Settings) -> None:
+    """At ``serve`` start: each source's webhook URL at the address really served (stderr)."""
+    from sqlalchemy import select
+
+    from switchboard.db import Database
+    from switchboard.models import Project, Source
+
+    db = Database(settings)
+    try:
+        with db.read() as s:
+            rows = s.execute(select(Source, Project.name).join(Project, Project.id == Source.project_id)
+                             .where(Source.enabled).order_by(Source.created_at).limit(50)).all()
+    finally:
+        db.dispose()
+    host = settings.host
+    local_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else
+                                                               (f"[{host}]" if ":" in host else host))
+    local = f"http://{local_host}:{settings.port}"
+    for src, project_name in rows:
+        line = f"  {src.provider:<17} {project_name}/{src.queue}: {local}/hooks/{src.id}"
+        if settings.public_url != local and os.environ.get("SWITCHBOARD_PUBLIC_URL"):
+            line += f"  (public: {settings.public_url}/hooks/{src.id})"
+        _announce(settings, line)
+    if not rows:
+        _announce(settings, "  no sources yet: `switchboard source add --project P --provider github`")
+
+
+def _announce(settings: Settings, text: str) -> None:
+    """A start-up line of ``serve`` on stderr: plain text, or a JSON log record with
+    ``SWITCHBOARD_LOG_FORMAT=json`` (so every stderr line parses), whatever the log level."""
+    if settings.log_format != "json":
+        click.echo(text, err=True)
+        return
+    import logging
+
+    log = logging.getLogger("switchboard.serve")
+    log.setLevel(logging.INFO)
+    log.info(text.strip())
