@@ -19,6 +19,8 @@ from switchboard.errors import ConfigError
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
 DEFAULT_REST_MAX_BODY_BYTES = 1024 * 1024  # REST, tool and /mcp bodies (issue 13 item 2)
+DEFAULT_PAYLOAD_BUDGET_BYTES = 64 * 1024  # todo payloads in tool results (issue 18 item 4)
+MAX_PAYLOAD_BUDGET_BYTES = 16 * 1024 * 1024
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 
@@ -82,6 +84,10 @@ class Settings:
             ``X-Forwarded-Host``, ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are honoured
             (``SWITCHBOARD_TRUSTED_PROXIES``, comma-separated; default none: the headers are
             ignored from everyone).
+        payload_budget_bytes: the largest todo payload (and result) a tool or REST result
+            carries whole, in bytes of canonical JSON (``SWITCHBOARD_PAYLOAD_BUDGET_BYTES``, default
+            64 KiB, 1 KiB .. 16 MiB); over it the value is cut with an explicit marker and fetched
+            in parts with ``todo_payload`` (DESIGN.md §6.5a, issue 18 item 4).
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -111,6 +117,7 @@ class Settings:
     log_format: str = "text"
     public_hosts: tuple[str, ...] = ()
     trusted_proxies: tuple[str, ...] = ()
+    payload_budget_bytes: int = DEFAULT_PAYLOAD_BUDGET_BYTES
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -217,6 +224,8 @@ class Settings:
             "mcp_session_idle_seconds": integer("SWITCHBOARD_MCP_SESSION_IDLE_SECONDS", 600, 10, 86_400),
         }
         raw_body_days = integer("SWITCHBOARD_RAW_BODY_DAYS", 7, 0, 3650)
+        payload_budget = integer("SWITCHBOARD_PAYLOAD_BUDGET_BYTES", DEFAULT_PAYLOAD_BUDGET_BYTES, 1024,
+                                 MAX_PAYLOAD_BUDGET_BYTES)
         retention_days = integer("SWITCHBOARD_RETENTION_DAYS", 90, 1, 36500)
         if raw_body_days > retention_days:
             problems.append(f"SWITCHBOARD_RAW_BODY_DAYS={raw_body_days} is longer than "
@@ -252,6 +261,7 @@ class Settings:
             log_format=log_format,
             public_hosts=public_hosts,
             trusted_proxies=trusted_proxies,
+            payload_budget_bytes=payload_budget,
         )
 
 

@@ -92,7 +92,7 @@ def test_a_schema_behind_needs_migrate_and_migrate_brings_it_to_head(env: dict[s
     _sql(db, "update alembic_version set version_num = ?", head_revision())
     out = cli(env, "migrate")
     assert out == {"before": head_revision(), "revision": head_revision()}
-    assert cli(env, "todo", "list") == {"todos": []}
+    assert cli(env, "todo", "list") == {"todos": [], "has_more": False, "next_cursor": None}
 
 
 # --- source show -------------------------------------------------------------------------------------

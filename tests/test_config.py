@@ -34,3 +34,12 @@ def test_every_problem_is_listed() -> None:
 def test_port_override_moves_default_public_url() -> None:
     s = Settings.from_env({}).with_overrides(port=9000)
     assert s.public_url == "http://127.0.0.1:9000"
+
+
+def test_payload_budget_is_a_validated_setting() -> None:
+    assert Settings.from_env({}).payload_budget_bytes == 64 * 1024
+    assert Settings.from_env({"SWITCHBOARD_PAYLOAD_BUDGET_BYTES": "2048"}).payload_budget_bytes == 2048
+    for bad in ("lots", "100", str(32 * 1024 * 1024)):
+        with pytest.raises(ConfigError) as info:
+            Settings.from_env({"SWITCHBOARD_PAYLOAD_BUDGET_BYTES": bad})
+        assert "SWITCHBOARD_PAYLOAD_BUDGET_BYTES" in str(info.value)

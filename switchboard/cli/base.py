@@ -116,6 +116,18 @@ def admin(fn: Callable[..., tuple[dict[str, Any], str]]) -> Callable[..., None]:
     return wrapper
 
 
+cursor_option = click.option(
+    "--cursor", default=None, help="next_cursor of an earlier page (printed at its end): the page after it.")
+"""``--cursor`` for every list command (issue 18 item 4: lists page, :mod:`switchboard.paging`)."""
+
+
+def with_more(text: str, page: dict[str, Any]) -> str:
+    """``text`` with a last line naming the cursor of the next page, when there is one."""
+    if page.get("next_cursor"):
+        return f"{text}\n(more: --cursor {page['next_cursor']})"
+    return text
+
+
 @click.group()
 @click.version_option(__version__, prog_name="switchboard")
 def main() -> None:

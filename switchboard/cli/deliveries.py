@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from switchboard import admin as admin_ops
-from switchboard.cli.base import admin, main, open_hub
+from switchboard.cli.base import admin, cursor_option, main, open_hub, with_more
 
 
 @main.group()
@@ -18,14 +18,16 @@ def quarantine() -> None:
 @quarantine.command("list")
 @click.option("--project", "project_name", default=None)
 @click.option("--limit", default=100, type=click.IntRange(1, 1000), show_default=True)
+@cursor_option
 @admin
-def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any], str]:
-    """List quarantined deliveries with the sender to link."""
+def quarantine_list(project_name: str | None, limit: int, cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List quarantined deliveries with the sender to link, oldest first (one page)."""
     from switchboard.intake import quarantine as q
 
     with open_hub().db.read() as s:
         project_id = admin_ops.project_by_name(s, project_name).id if project_name else None
-        rows = q.list_quarantined(s, project_id, limit)
+        page = q.page_quarantined(s, None if project_id is None else [project_id], limit=limit, cursor=cursor)
+    rows = page["deliveries"]
     lines = []
     for r in rows:
         who = r["sender"]
@@ -36,7 +38,7 @@ def quarantine_list(project_name: str | None, limit: int) -> tuple[dict[str, Any
             f"{r['reason']} (now {r['reason_now']})" if r.get("reason_now")
             else f"{r['reason']} (sender now linked and trusted: release it)")
         lines.append(f"{r['id']}  {reason}  {r['event']}  {sender}  {r['received_at']}")
-    return {"deliveries": rows}, "\n".join(lines) or "nothing quarantined"
+    return page, with_more("\n".join(lines) or "nothing quarantined", page)
 
 
 @quarantine.command("release")
@@ -89,21 +91,34 @@ def delivery() -> None:
               default=None)
 @click.option("--source", "source_id", default=None)
 @click.option("--limit", default=50, type=click.IntRange(1, 1000), show_default=True)
+@cursor_option
 @admin
-def delivery_list(status: str | None, source_id: str | None, limit: int) -> tuple[dict[str, Any], str]:
-    """List deliveries, newest first (no bodies)."""
+def delivery_list(status: str | None, source_id: str | None, limit: int,
+                  cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List deliveries, newest first (no bodies), one page; --cursor continues to older ones.
+
+    Keyset paging on (received_at, id) descending (:mod:`switchboard.paging`): deliveries that
+    arrive between pages go before the first page and never shift the ones after the cursor.
+    """
     from sqlalchemy import select
 
+    from switchboard import paging
     from switchboard.models import Delivery
 
     hub = open_hub()
-    query = select(Delivery).order_by(Delivery.received_at.desc()).limit(limit)  # type: ignore[attr-defined]
+    key = ("time", "str")
+    query = select(Delivery)
+    if cursor is not None:
+        query = query.where(paging.after((Delivery.received_at, Delivery.id),
+                                         paging.decode(cursor, "deliveries", key), descending=True))
     if status:
         query = query.where(Delivery.status == status)
     if source_id:
         query = query.where(Delivery.source_id == source_id)
+    query = query.order_by(Delivery.received_at.desc(), Delivery.id.desc())  # type: ignore[attr-defined,union-attr]
     with hub.db.read() as s:
-        rows = s.execute(query).scalars().all()
+        rows, next_cursor = paging.page(s.execute(query.limit(limit + 1)).scalars().all(), limit, "deliveries",
+                                        key, lambda d: (d.received_at, d.id))
     data = [{"id": d.id, "source_id": d.source_id, "status": d.status, "event": d.event,
              "received_at": d.received_at.isoformat(), "todo_id": d.todo_id,
              "reason": d.quarantine_reason or d.error_code, "detail": d.error_detail} for d in rows]
@@ -111,7 +126,8 @@ def delivery_list(status: str | None, source_id: str | None, limit: int) -> tupl
                      + (f" -> {d['todo_id']}" if d["todo_id"] else "")
                      + (f" ({d['reason']}{': ' + d['detail'] if d['detail'] else ''})" if d["reason"] else "")
                      for d in data)
-    return {"deliveries": data}, text or "no deliveries"
+    page = {"deliveries": data, "has_more": next_cursor is not None, "next_cursor": next_cursor}
+    return page, with_more(text or "no deliveries", page)
 
 
 @delivery.command("replay")

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from switchboard import admin as admin_ops
-from switchboard.cli.base import admin, main, open_hub
+from switchboard.cli.base import admin, cursor_option, main, open_hub, with_more
 
 
 @main.group()
@@ -20,16 +20,18 @@ def inbox() -> None:
 @click.option("--status", type=click.Choice(["open", "answered", "decided", "expired", "all"]), default="open",
               show_default=True)
 @click.option("--limit", default=100, type=click.IntRange(1, 1000), show_default=True)
+@cursor_option
 @admin
-def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[str, Any], str]:
-    """List inbox items, oldest first."""
+def inbox_list(human_name: str | None, status: str, limit: int, cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List inbox items, oldest first, one page; --cursor continues."""
     from switchboard.inbox import items as inbox_ops
 
     hub = open_hub()
     with hub.db.read() as s:
         human_id = admin_ops.human_by_name(s, human_name).id if human_name else None
-        rows = inbox_ops.list_for_human(s, human_id=human_id, status=None if status == "all" else status,
-                                        limit=limit)
+        page = inbox_ops.page_for_human(s, human_id=human_id, status=None if status == "all" else status,
+                                        limit=limit, cursor=cursor)
+    rows = page["items"]
     lines = []
     for r in rows:
         extra = f" options: {', '.join(r['options'])}" if r["options"] else ""
@@ -38,7 +40,7 @@ def inbox_list(human_name: str | None, status: str, limit: int) -> tuple[dict[st
         result = f" -> {r['answer'] or r['decision']}" if r["status"] != "open" and (r["answer"] or r["decision"]) else ""
         lines.append(f"{r['id']} [{r['kind']} {r['status']}] {r['project'] or '-'} from {r['agent']} to {r['human']}: "
                      f"{r['title']}{extra}{result}")
-    return {"items": rows}, "\n".join(lines) or "no inbox items"
+    return page, with_more("\n".join(lines) or "no inbox items", page)
 
 
 def _resolve_as(item_id: str, human_name: str | None, **kwargs: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from switchboard import admin as admin_ops
-from switchboard.cli.base import admin, main, open_hub
+from switchboard.cli.base import admin, cursor_option, main, open_hub, with_more
 from switchboard.errors import InvalidArgument
 
 
@@ -54,32 +54,24 @@ def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, 
 @click.option("--state", type=click.Choice(["pending", "claimed", "done", "failed", "cancelled"]), default=None)
 @click.option("--dead-letters", is_flag=True, help="Only dead-lettered todos.")
 @click.option("--limit", default=50, type=click.IntRange(1, 1000), show_default=True)
+@cursor_option
 @admin
 def todo_list_cmd(project_name: str | None, state: str | None, dead_letters: bool,
-                  limit: int) -> tuple[dict[str, Any], str]:
-    """List todos (oldest first), or only the dead letters."""
-    from sqlalchemy import select
-
-    from switchboard.models import Todo
+                  limit: int, cursor: str | None) -> tuple[dict[str, Any], str]:
+    """List todos (oldest first), or only the dead letters, one page; --cursor continues."""
     from switchboard.queue import todos as todo_ops
 
     hub = open_hub()
     with hub.db.read() as s:
         project_id = admin_ops.project_by_name(s, project_name).id if project_name else None
-        if dead_letters:
-            rows = todo_ops.list_dead_letters(s, project_id, limit)
-        else:
-            query = select(Todo)
-            if project_id:
-                query = query.where(Todo.project_id == project_id)
-            if state:
-                query = query.where(Todo.state == state)
-            rows = [todo_ops.row(t) for t in s.execute(query.order_by(Todo.created_at).limit(limit)).scalars()]
+        page = todo_ops.page_of(s, None if project_id is None else [project_id], state=state,
+                                dead_letters=dead_letters, limit=limit, cursor=cursor, max_limit=1000)
+        rows = page["todos"]
         _name_assignees(s, rows)
     text = "\n".join(f"{r['id']} [{r['state']}{' dead' if r['dead_lettered'] else ''}] {r['queue']}: {r['title']}"
                      + (f" (assigned to {r['assigned_agent']})" if r.get("assigned_agent") else "")
                      for r in rows) or "no todos"
-    return {"todos": rows}, text
+    return page, with_more(text, page)
 
 
 @todo.command("show")

@@ -5,6 +5,11 @@ agent's stored cursor (one per project, and per kinds filter, so a filtered read
 events of other kinds for an unfiltered one); a page that delivered events advances the
 cursors of the projects it covered in the same transaction, an empty page moves nothing.
 ``next_since`` is in every page; ``has_more`` says when the limit cut the page.
+
+``cursor`` / ``next_cursor`` (issue 18 item 4) are the same position as ``since`` /
+``next_since`` in the opaque form every list shares (:mod:`switchboard.paging`): a read with a
+cursor is stateless like one with ``since``. A feed is a tail, so ``next_cursor`` is in every
+page, empty ones included: it is where to read from next.
 """
 
 from __future__ import annotations
@@ -15,15 +20,36 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 from sqlmodel import Session
 
+from switchboard import paging
 from switchboard.errors import Conflict, InvalidArgument
-from switchboard.models import FeedEvent
 from switchboard.feed.events import settled
+from switchboard.models import FeedEvent
 from switchboard.notify import cursors
 from switchboard.clock import iso
 from switchboard.scope import resolve_projects
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+LIST_NAME = "feed"
+_KEY = ("int",)
+
+
+def cursor_of(position: int) -> str:
+    """The opaque cursor of feed position ``position`` (an event id)."""
+    return paging.encode(LIST_NAME, (position,), _KEY)
+
+
+def position_of(cursor: str | None, since: int | None) -> int | None:
+    """The explicit position of a read: ``since``, or the one ``cursor`` holds, or None.
+
+    Raises:
+        InvalidArgument: both given, or a malformed cursor.
+    """
+    if cursor is None:
+        return since
+    if since is not None:
+        raise InvalidArgument("give since or cursor, not both")
+    return int(paging.decode(cursor, LIST_NAME, _KEY)[0])
 
 
 def stream_name(kinds: list[str] | None) -> str:
@@ -40,22 +66,34 @@ def event_view(event: FeedEvent) -> dict[str, Any]:
 
 
 def read(session: Session, agent_id: str, grants: dict[str, str], *, project: str | None = None,
-         kinds: list[str] | None = None, since: int | None = None, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+         kinds: list[str] | None = None, since: int | None = None, limit: int = DEFAULT_LIMIT,
+         cursor: str | None = None) -> dict[str, Any]:
     """One page of events in projects the agent may read, oldest first.
 
     Args:
         session: a write session when ``since`` is None (stored cursors advance).
-        since: a feed event id (exclusive); None uses and advances the stored cursors.
+        since: a feed event id (exclusive); None (and no ``cursor``) uses and advances the
+            stored cursors.
         limit: 1..200; over it is ``invalid_argument``, never silently cut.
+        cursor: ``next_cursor`` of an earlier page; the same as ``since`` (never both).
 
     Returns:
-        ``{events, next_since, has_more}``.
+        ``{events, next_since, next_cursor, has_more}``.
 
     Raises:
-        NotFound: ``project`` is unknown or not readable. InvalidArgument: bad limit.
+        NotFound: ``project`` is unknown or not readable. InvalidArgument: bad limit, a
+            malformed cursor, or both ``since`` and ``cursor``.
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidArgument(f"limit must be 1 to {MAX_LIMIT}")
+    since = position_of(cursor, since)
+    out = _read(session, agent_id, grants, project=project, kinds=kinds, since=since, limit=limit)
+    out["next_cursor"] = cursor_of(out["next_since"])
+    return out
+
+
+def _read(session: Session, agent_id: str, grants: dict[str, str], *, project: str | None,
+          kinds: list[str] | None, since: int | None, limit: int) -> dict[str, Any]:
     project_ids = resolve_projects(session, grants, project, need_work=False)
     if not project_ids:
         return {"events": [], "next_since": since or 0, "has_more": False}

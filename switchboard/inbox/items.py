@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
+from switchboard import paging
 from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, InvalidArgument, NotFound
 from switchboard.feed import events as feed
@@ -204,19 +205,35 @@ def expire_due(session: Session, clock: Clock, limit: int = 500) -> list[str]:
     return agents
 
 
+INBOX_LIST = "inbox"
+HUMAN_INBOX_LIST = "human_inbox"
+_SEQ_KEY = ("int",)
+_CREATED_KEY = ("time", "str")
+
+
 def read(session: Session, agent_id: str, *, status: str | None = None, since: int | None = None,
-         limit: int = 50) -> dict[str, Any]:
+         limit: int = 50, cursor: str | None = None) -> dict[str, Any]:
     """The agent's own items changed after feed position ``since``, oldest change first.
 
+    Args:
+        cursor: ``next_cursor`` of an earlier page, the same position as ``since`` in the
+            opaque form every list shares (:mod:`switchboard.paging`); never both.
+
     Returns:
-        ``{items, next_since, has_more}``; ``next_since`` is the last item's ``seq`` (or
-        ``since`` when the page is empty).
+        ``{items, next_since, next_cursor, has_more}``; ``next_since`` is the last item's
+        ``seq`` (or ``since`` when the page is empty) and ``next_cursor`` the same position
+        (in every page: the inbox is read as a log of changes).
 
     Raises:
-        InvalidArgument: ``limit`` outside 1..200 or an unknown ``status``.
+        InvalidArgument: ``limit`` outside 1..200, an unknown ``status``, a malformed cursor,
+            or both ``since`` and ``cursor``.
     """
     if not 1 <= limit <= MAX_READ_LIMIT:
         raise InvalidArgument(f"limit must be 1 to {MAX_READ_LIMIT}")
+    if cursor is not None:
+        if since is not None:
+            raise InvalidArgument("give since or cursor, not both")
+        since = int(paging.decode(cursor, INBOX_LIST, _SEQ_KEY)[0])
     query = select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.seq > (since or 0),
                                     feed.settled(InboxItem.seq, session))
     if status == "resolved":
@@ -227,8 +244,9 @@ def read(session: Session, agent_id: str, *, status: str | None = None, since: i
         query = query.where(InboxItem.status == status)
     rows = session.execute(query.order_by(InboxItem.seq).limit(limit + 1)).scalars().all()
     page = rows[:limit]
-    return {"items": [view(i) for i in page], "next_since": page[-1].seq if page else (since or 0),
-            "has_more": len(rows) > limit}
+    next_since = page[-1].seq if page else (since or 0)
+    return {"items": [view(i) for i in page], "next_since": next_since,
+            "next_cursor": paging.encode(INBOX_LIST, (next_since,), _SEQ_KEY), "has_more": len(rows) > limit}
 
 
 def resolved_after(session: Session, agent_id: str, position: int, limit: int = 50) -> list[InboxItem]:
@@ -241,14 +259,42 @@ def resolved_after(session: Session, agent_id: str, position: int, limit: int = 
 
 
 def list_for_human(session: Session, *, human_id: str | None = None, status: str | None = "open",
-                   limit: int = 100) -> list[dict[str, Any]]:
-    """Items waiting on a human (all humans when ``human_id`` is None), oldest first."""
+                   limit: int = 100, cursor: str | None = None) -> list[dict[str, Any]]:
+    """Items waiting on a human (all humans when ``human_id`` is None), oldest first.
+
+    Args:
+        limit: at most this many items.
+        cursor: list only items after this position (:func:`page_for_human`).
+
+    Raises:
+        InvalidArgument: a malformed cursor.
+    """
+    return page_for_human(session, human_id=human_id, status=status, limit=limit, cursor=cursor)["items"]
+
+
+def page_for_human(session: Session, *, human_id: str | None = None, status: str | None = "open",
+                   limit: int = 100, cursor: str | None = None) -> dict[str, Any]:
+    """One page of the items waiting on a human, oldest first (``created_at``, then id).
+
+    Keyset paging on the immutable creation time and id (:mod:`switchboard.paging`), so an item
+    answered or added between pages never makes another one skipped or repeated.
+
+    Returns:
+        ``{items, has_more, next_cursor}`` (``next_cursor`` None on the last page).
+
+    Raises:
+        InvalidArgument: a malformed cursor.
+    """
     query = select(InboxItem)
     if human_id is not None:
         query = query.where(InboxItem.human_id == human_id)
     if status is not None:
         query = query.where(InboxItem.status == status)
-    rows = session.execute(query.order_by(InboxItem.created_at, InboxItem.id).limit(limit)).scalars().all()
+    if cursor is not None:
+        query = query.where(paging.after((InboxItem.created_at, InboxItem.id),
+                                         paging.decode(cursor, HUMAN_INBOX_LIST, _CREATED_KEY)))
+    fetched = session.execute(query.order_by(InboxItem.created_at, InboxItem.id).limit(limit + 1)).scalars().all()
+    rows, next_cursor = paging.page(fetched, limit, HUMAN_INBOX_LIST, _CREATED_KEY, lambda i: (i.created_at, i.id))
     agents = dict(session.execute(select(Agent.id, Agent.name).where(
         Agent.id.in_({i.agent_id for i in rows}))).all())  # type: ignore[attr-defined]
     humans = dict(session.execute(select(Human.id, Human.name).where(
@@ -262,7 +308,7 @@ def list_for_human(session: Session, *, human_id: str | None = None, status: str
         v["agent"] = agents.get(item.agent_id)
         v["human"] = humans.get(item.human_id)
         out.append(v)
-    return out
+    return {"items": out, "has_more": next_cursor is not None, "next_cursor": next_cursor}
 
 
 def view(item: InboxItem, project_name: str | None = None) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlmodel import Session
 
+from switchboard import paging
 from switchboard.clock import Clock
-from switchboard.errors import Conflict, MalformedPayload, NotFound
+from switchboard.errors import Conflict, MalformedPayload, MalformedRequest, NotFound
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
 from switchboard.models import Delivery, Source
@@ -33,15 +34,20 @@ from switchboard.sources import SOURCE_SENDER, Sender, adapter_for
 def _sender(delivery: Delivery, source: Source) -> Sender | None:
     try:
         sender = adapter_for(source.provider).parse(delivery.raw_body or b"", delivery.headers or {}).sender
-    except MalformedPayload:
+    except (MalformedPayload, MalformedRequest):  # a stored body or header that no longer parses: no sender
         return None
     if sender is not None and sender.external_id == SOURCE_SENDER:
         sender = replace(sender, external_id=source.id)
     return sender
 
 
+LIST_NAME = "quarantine"
+_KEY = ("time", "str")
+
+
 def list_quarantined(session: Session, project_id: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-    """Quarantined deliveries, oldest first, with the sender to link.
+    """Quarantined deliveries, oldest first, with the sender to link (the first page of
+    :func:`page_quarantined`).
 
     Returns:
         ``[{id, project_id, source_id, provider, reason, reason_now, event, received_at, sender}]``,
@@ -49,11 +55,32 @@ def list_quarantined(session: Session, project_id: str | None = None, limit: int
         the sender is linked and trusted now, so ``release`` will process it), and ``sender`` is
         ``{provider, workspace, external_id, login, is_bot}`` or ``None``.
     """
+    return page_quarantined(session, None if project_id is None else [project_id], limit=limit)["deliveries"]
+
+
+def page_quarantined(session: Session, project_ids: list[str] | None = None, *, limit: int = 100,
+                     cursor: str | None = None) -> dict[str, Any]:
+    """One page of quarantined deliveries in ``project_ids`` (all when None), oldest first.
+
+    Keyset paging on ``(received_at, id)`` (:mod:`switchboard.paging`): a delivery released,
+    discarded or newly quarantined between pages never makes another skipped or repeated.
+
+    Returns:
+        ``{deliveries: [row as in list_quarantined], has_more, next_cursor}``; ``next_cursor``
+        is None on the last page.
+
+    Raises:
+        InvalidArgument: a malformed cursor.
+    """
     query = select(Delivery, Source).join(Source, Source.id == Delivery.source_id).where(
         Delivery.status == "quarantined")
-    if project_id is not None:
-        query = query.where(Delivery.project_id == project_id)
-    rows = session.execute(query.order_by(Delivery.received_at).limit(limit)).all()
+    if project_ids is not None:
+        query = query.where(Delivery.project_id.in_(project_ids))  # type: ignore[attr-defined]
+    if cursor is not None:
+        query = query.where(paging.after((Delivery.received_at, Delivery.id), paging.decode(cursor, LIST_NAME, _KEY)))
+    rows, next_cursor = paging.page(
+        session.execute(query.order_by(Delivery.received_at, Delivery.id).limit(limit + 1)).all(),
+        limit, LIST_NAME, _KEY, lambda r: (r[0].received_at, r[0].id))
     out = []
     for delivery, source in rows:
         sender = _sender(delivery, source)
@@ -66,7 +93,7 @@ def list_quarantined(session: Session, project_id: str | None = None, limit: int
                 "provider": sender.provider, "workspace": sender.workspace, "external_id": sender.external_id,
                 "login": sender.login, "is_bot": sender.is_bot},
         })
-    return out
+    return {"deliveries": out, "has_more": next_cursor is not None, "next_cursor": next_cursor}
 
 
 def _quarantined(session: Session, delivery_id: str) -> tuple[Delivery, Source]:

@@ -36,8 +36,14 @@ TODO_ROW = {"type": "object", "properties": {"id": STR, "project_id": STR, "queu
                                              "kind": STR, "title": STR, "lease_expires_at": NSTR},
             "required": ["id", "state", "queue", "title"]}
 ATTEMPT = {"type": "object", "properties": {"number": INT, "agent_id": NSTR, "outcome": NSTR}}
-TODO_FULL = {**TODO_ROW, "properties": {**TODO_ROW["properties"], "payload": {}, "result": {},
+NINT = {"type": ["integer", "null"]}
+# A payload or result over the size budget is null with these markers (queue/payloads.py).
+_CUT = {f"{part}_{name}": schema for part in ("payload", "result")
+        for name, schema in (("truncated", BOOL), ("bytes", INT), ("preview", STR), ("next_offset", INT))}
+TODO_FULL = {**TODO_ROW, "properties": {**TODO_ROW["properties"], "payload": {}, "result": {}, **_CUT,
                                         "attempts": {"type": "array", "items": ATTEMPT}}}
+NEXT_CURSOR = {"type": ["string", "null"],
+               "description": "Pass as cursor for the next page (null: this was the last page)."}
 INBOX_ITEM = {"type": "object", "properties": {"id": STR, "kind": STR, "project_id": NSTR, "status": STR, "title": STR,
                                                "answer": NSTR, "decision": NSTR, "expires_at": NSTR},
               "required": ["id", "kind", "status", "title"]}
@@ -56,16 +62,21 @@ WHOAMI = output({"agent": {"type": "object", "properties": {"id": STR, "name": S
                  "grants": {"type": "array", "items": {"type": "object", "properties": {
                      "project_id": STR, "project": NSTR, "role": {"type": "string", "enum": ["read", "work"]}}}}},
                 ["agent", "human", "grants"])
-TODO_LIST = output({"todos": {"type": "array", "items": TODO_ROW}, "has_more": BOOL}, ["todos", "has_more"])
+TODO_LIST = output({"todos": {"type": "array", "items": TODO_ROW}, "has_more": BOOL, "next_cursor": NEXT_CURSOR},
+                   ["todos", "has_more", "next_cursor"])
+TODO_PAYLOAD = output({"todo_id": STR, "part": STR, "offset": INT, "length": INT, "total_bytes": INT, "data": STR,
+                       "next_offset": NINT},
+                      ["todo_id", "part", "offset", "length", "total_bytes", "data", "next_offset"])
 TODO_GET = output(TODO_FULL["properties"], ["id", "state", "queue", "title"])
 TODO_CLAIM = output({"empty": BOOL, "todo": TODO_FULL, "lease_token": NSTR, "lease_expires_at": NSTR,
                      "attempt": INT})
 TODO_ROW_OUT = output(TODO_ROW["properties"], ["id", "state"])
 SECRET = output({"ref": STR, "value": STR}, ["ref", "value"])
-FEED = output({"events": {"type": "array", "items": EVENT}, "next_since": INT, "has_more": BOOL},
+FEED = output({"events": {"type": "array", "items": EVENT}, "next_since": INT, "next_cursor": STR, "has_more": BOOL},
               ["events", "next_since"])
 ITEM = output(INBOX_ITEM["properties"], ["id", "kind", "status", "title"])
-INBOX = output({"items": {"type": "array", "items": INBOX_ITEM}, "next_since": INT, "has_more": BOOL},
+INBOX = output({"items": {"type": "array", "items": INBOX_ITEM}, "next_since": INT, "next_cursor": STR,
+                "has_more": BOOL},
                ["items", "next_since"])
 WAIT = output({"resolved": {"type": "array", "items": INBOX_ITEM}, "next_since": INT, "timed_out": BOOL},
               ["resolved"])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from switchboard import admin
+from switchboard import admin, paging
 from switchboard.errors import InvalidArgument
 from switchboard.feed import pages as feed_pages
 from switchboard.feed.events import KINDS as FEED_KINDS
@@ -33,7 +33,7 @@ from switchboard.mcp_server.specs import READ_ONLY, WRITE, WRITE_IDEMPOTENT, Cal
 from switchboard.mcp_server.specs import schema as _schema
 from switchboard.models import Agent, Human, Project
 from switchboard.notify import subscriptions
-from switchboard.queue import leases, todos
+from switchboard.queue import leases, payloads, todos
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -76,26 +76,45 @@ def _todo_list(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]
     with hub.db.read() as s:
         grants = admin.grants_of(s, caller.agent_id)
         return todos.list_todos(s, grants, project=args.get("project"), queue=args.get("queue"),
-                                state=args.get("state"), limit=args.get("limit", 50))
+                                state=args.get("state"), limit=args.get("limit", 50), cursor=args.get("cursor"))
 
 
 def _render_todo_list(r: dict[str, Any]) -> str:
     if not r["todos"]:
         return "no todos"
     lines = [f"{t['id']} [{t['state']}] {t['queue']}: {t['title']}" for t in r["todos"]]
-    if r.get("has_more"):
-        lines.append("(more exist: narrow by project/queue/state or raise limit)")
+    if r.get("next_cursor"):
+        lines.append(f"(more exist: call again with cursor={r['next_cursor']})")
     return "\n".join(lines)
 
 
 def _todo_get(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
-        return todos.get(s, admin.grants_of(s, caller.agent_id), args["todo_id"])
+        found = todos.get(s, admin.grants_of(s, caller.agent_id), args["todo_id"])
+    return payloads.bound(found, hub.settings.payload_budget_bytes)
+
+
+def _cut_note(r: dict[str, Any]) -> str:
+    cut = [f"{p} cut at {r[p + '_next_offset']} of {r[p + '_bytes']} bytes" for p in payloads.PARTS
+           if r.get(p + "_truncated")]
+    return f" ({'; '.join(cut)}: fetch the rest with todo_payload)" if cut else ""
 
 
 def _render_todo_get(r: dict[str, Any]) -> str:
     tries = ", ".join(f"#{a['number']} {a['outcome'] or 'open'}" for a in r["attempts"]) or "none"
-    return f"{r['id']} [{r['state']}] {r['queue']}: {r['title']} (attempts: {tries})"
+    return f"{r['id']} [{r['state']}] {r['queue']}: {r['title']} (attempts: {tries}){_cut_note(r)}"
+
+
+def _todo_payload(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+    with hub.db.read() as s:
+        return payloads.fetch(s, admin.grants_of(s, caller.agent_id), args["todo_id"],
+                              part=args.get("part", "payload"), offset=args.get("offset", 0),
+                              length=args.get("length"), budget=hub.settings.payload_budget_bytes)
+
+
+def _render_payload(r: dict[str, Any]) -> str:
+    more = f"; next_offset={r['next_offset']}" if r["next_offset"] is not None else "; that is the end"
+    return f"{r['part']} of {r['todo_id']}, bytes {r['offset']}-{r['offset'] + r['length']} of {r['total_bytes']}{more}"
 
 
 def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -103,17 +122,21 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
     with hub.db.write() as s:
         grants = admin.grants_of(s, caller.agent_id)
-        return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
-                            project=args.get("project"), queue=args.get("queue"),
-                            lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
-                            is_postgres=not hub.db.is_sqlite, session_key=caller.session_key)
+        claimed = leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
+                               project=args.get("project"), queue=args.get("queue"),
+                               lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
+                               is_postgres=not hub.db.is_sqlite, session_key=caller.session_key)
+    if "todo" in claimed:
+        payloads.bound(claimed["todo"], hub.settings.payload_budget_bytes)
+    return claimed
 
 
 def _render_claim(r: dict[str, Any]) -> str:
     if r.get("empty"):
         return "nothing to claim"
     t = r["todo"]
-    return f"claimed {t['id']} (attempt {r['attempt']}, lease until {r['lease_expires_at']}): {t['title']}"
+    return (f"claimed {t['id']} (attempt {r['attempt']}, lease until {r['lease_expires_at']}): {t['title']}"
+            f"{_cut_note(t)}")
 
 
 def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
@@ -168,14 +191,14 @@ def _render_item(r: dict[str, Any]) -> str:
 def _inbox_read(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with hub.db.read() as s:
         return inbox.read(s, caller.agent_id, status=args.get("status"), since=args.get("since"),
-                          limit=args.get("limit", 50))
+                          limit=args.get("limit", 50), cursor=args.get("cursor"))
 
 
 def _render_inbox(r: dict[str, Any]) -> str:
     lines = [_render_item(i) + (f" -> {i['answer'] or i['decision']}" if i["status"] != "open" and
                                 (i["answer"] or i["decision"]) else "") for i in r["items"]]
     if r.get("has_more"):
-        lines.append(f"(more exist: call again with since={r['next_since']})")
+        lines.append(f"(more exist: call again with cursor={r['next_cursor']})")
     return "\n".join(lines) or "no inbox items"
 
 
@@ -200,10 +223,11 @@ def _render_wait(r: dict[str, Any]) -> str:
 # --- feed and subscriptions (DESIGN.md §6.3, §6.4) -------------------------------------------------
 
 def _feed_read(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    with hub.db.write() if args.get("since") is None else hub.db.read() as s:
+    stored = args.get("since") is None and args.get("cursor") is None  # stored cursors advance: a write
+    with hub.db.write() if stored else hub.db.read() as s:
         return feed_pages.read(s, caller.agent_id, admin.grants_of(s, caller.agent_id),
                                project=args.get("project"), kinds=args.get("kinds"), since=args.get("since"),
-                               limit=args.get("limit", feed_pages.DEFAULT_LIMIT))
+                               limit=args.get("limit", feed_pages.DEFAULT_LIMIT), cursor=args.get("cursor"))
 
 
 def _render_feed(r: dict[str, Any]) -> str:
@@ -225,6 +249,9 @@ def _unsubscribe(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, An
 
 _SINCE = {"type": "integer", "minimum": 0, "maximum": json_shape.INT_MAX,
           "description": "A position (exclusive): next_since of an earlier page."}
+_CURSOR = {"type": "string", "minLength": 1, "maxLength": paging.MAX_CURSOR_CHARS,
+           "description": "next_cursor of an earlier page, passed unchanged: the next page starts after it. "
+                          "Stable under inserts: every row is listed once. A malformed cursor is invalid_argument."}
 _INBOX_POST = {
     "project": {**_NAME, "description": "The project (name or id) you work on that this concerns."},
     "title": {"type": "string", "minLength": 1, "maxLength": inbox.MAX_TITLE_CHARS,
@@ -268,14 +295,35 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(
         "todo_list", "List todos",
         "List todos this agent can read, oldest first, without payloads. Filter by project (name or id), "
-        "queue and state; limit 1-200 (default 50); has_more says when more exist.",
+        "queue and state; limit 1-200 (default 50). When more exist, has_more is true and next_cursor is set: "
+        "pass it as cursor (with the same filters) for the next page; every todo is listed once.",
         _schema({"project": _PROJECT, "queue": _QUEUE,
                  "state": {"type": "string", "enum": list(todos.STATES),
                            "description": "Only todos in this state (pending is what can be claimed)."},
-                 "limit": _limit(todos.MAX_LIST_LIMIT)}),
+                 "limit": _limit(todos.MAX_LIST_LIMIT), "cursor": _CURSOR}),
         outputs.TODO_LIST, READ_ONLY, _todo_list, _render_todo_list),
-    ToolSpec("todo_get", "Get a todo", "One todo with its payload, result and attempts (claimant, times, outcome).",
+    ToolSpec("todo_get", "Get a todo",
+             "One todo with its payload, result and attempts (claimant, times, outcome). A payload or result "
+             "over the hub's size budget (default 64 KiB) is null with payload_truncated: true, payload_bytes, "
+             "payload_preview (the first bytes of its JSON text) and payload_next_offset: fetch the rest with "
+             "todo_payload.",
              _schema({"todo_id": _TODO_ID}, ["todo_id"]), outputs.TODO_GET, READ_ONLY, _todo_get, _render_todo_get),
+    ToolSpec(
+        "todo_payload", "Read a todo's payload in parts",
+        "A byte range of a todo's payload (or result) as JSON text (sorted keys, compact, ASCII with \\u "
+        "escapes), for payloads too big to return whole. Start at payload_next_offset from todo_get or "
+        "todo_claim (or 0) and call again with next_offset until it is null; the concatenated data parses "
+        "as the JSON value. Secret refs stay refs.",
+        _schema({"todo_id": _TODO_ID,
+                 "part": {"type": "string", "enum": list(payloads.PARTS),
+                          "description": "payload (default) or result."},
+                 "offset": {"type": "integer", "minimum": 0, "maximum": json_shape.INT_MAX,
+                            "description": "First byte of the range, 0 to the part's size (default 0)."},
+                 "length": {"type": "integer", "minimum": 1, "maximum": payloads.MAX_BUDGET_BYTES,
+                            "description": "Bytes wanted, 1 to the hub's payload budget (default: the budget, "
+                                           "64 KiB unless configured); more is invalid_argument."}},
+                ["todo_id"]),
+        outputs.TODO_PAYLOAD, READ_ONLY, _todo_payload, _render_payload),
     ToolSpec(
         "todo_claim", "Claim a todo",
         "Claim a todo by todo_id (as a wake names it), or the next pending one (optionally in a project/queue; "
@@ -320,8 +368,9 @@ TOOLS: list[ToolSpec] = [
         "feed_read", "Read the feed",
         "Feed events (what happened) in projects you can read, oldest first. With since (an event id) the read "
         "is stateless; without it your stored cursor per project is used and advanced past what this page "
-        "returned. next_since is in every page; limit 1-200 (default 50); has_more says when more exist.",
-        _schema({"project": _PROJECT, "kinds": _kinds("to return"), "since": _SINCE,
+        "returned. next_since and next_cursor (the same position, opaque) are in every page: pass either "
+        "back as since or cursor to read on statelessly. limit 1-200 (default 50); has_more says when more exist.",
+        _schema({"project": _PROJECT, "kinds": _kinds("to return"), "since": _SINCE, "cursor": _CURSOR,
                  "limit": _limit(feed_pages.MAX_LIMIT, feed_pages.DEFAULT_LIMIT)}),
         outputs.FEED, READ_ONLY, _feed_read, _render_feed),
     ToolSpec(
@@ -349,11 +398,11 @@ TOOLS: list[ToolSpec] = [
     ToolSpec(
         "inbox_read", "Read your inbox",
         "Your questions and approvals with their answers and decisions (who, when, through which path), in "
-        "order of their last change. status: open, answered, decided, expired or resolved; since: next_since "
-        "of an earlier page; limit 1-200 (default 50).",
+        "order of their last change. status: open, answered, decided, expired or resolved; since or cursor: "
+        "next_since or next_cursor of an earlier page (not both); limit 1-200 (default 50).",
         _schema({"status": {"type": "string", "enum": list(inbox.READ_STATUSES),
                             "description": "Only items in this status (resolved: answered, decided or expired)."},
-                 "since": _SINCE, "limit": _limit(inbox.MAX_READ_LIMIT)}),
+                 "since": _SINCE, "cursor": _CURSOR, "limit": _limit(inbox.MAX_READ_LIMIT)}),
         outputs.INBOX, READ_ONLY, _inbox_read, _render_inbox),
     ToolSpec(
         "inbox_wait", "Wait for an answer",

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
+from switchboard import paging
 from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
@@ -106,25 +107,71 @@ def require_work(grants: dict[str, str], todo: Todo) -> None:
 
 def list_todos(
     session: Session, grants: dict[str, str], *, project: str | None = None, queue: str | None = None,
-    state: str | None = None, limit: int = 50,
+    state: str | None = None, limit: int = 50, cursor: str | None = None,
 ) -> dict[str, Any]:
-    """Todos the agent can read, oldest first, without payloads.
+    """One page of the todos the agent can read, oldest first, without payloads.
+
+    Args:
+        cursor: ``next_cursor`` of an earlier page (:mod:`switchboard.paging`); None starts at the oldest.
+
+    Returns:
+        ``{todos, has_more, next_cursor}`` (:func:`page_of`).
 
     Raises:
-        InvalidArgument: ``limit`` outside 1..200 or unknown ``state`` (never silently cut).
+        InvalidArgument: ``limit`` outside 1..200, unknown ``state`` (never silently cut) or a
+            malformed cursor. NotFound: ``project`` is unknown or not readable.
     """
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
-        raise InvalidArgument(f"limit must be a whole number from 1 to {MAX_LIST_LIMIT}")
+    project_ids = resolve_projects(session, grants, project, need_work=False)
+    return page_of(session, project_ids, queue=queue, state=state, limit=limit, cursor=cursor)
+
+
+LIST_NAME = "todos"
+_KEY = ("time", "str")
+
+
+def page_of(session: Session, project_ids: list[str] | None, *, queue: str | None = None, state: str | None = None,
+            dead_letters: bool = False, limit: int = 50, cursor: str | None = None,
+            max_limit: int = MAX_LIST_LIMIT) -> dict[str, Any]:
+    """One page of todos in ``project_ids`` in creation order (``created_at``, then id), the
+    one todo list behind ``todo_list``, the human REST list and ``switchboard todo list``.
+
+    Keyset paging on ``(created_at, id)``, both immutable: every todo that exists for the whole
+    walk is listed exactly once, however many are created, claimed or finished between pages
+    (issue 18 item 4). A todo created during the walk is listed when its creation time sorts
+    after the cursor (normally: it is newer than everything listed so far).
+
+    Args:
+        project_ids: the caller's scope, already resolved (a cursor never widens it); None
+            means every project (the operator's CLI only).
+        dead_letters: only ``failed`` todos with no retry due (overrides ``state``).
+        limit: page size, 1..``max_limit`` (200 for agents and REST; the CLI allows 1,000).
+        cursor: ``next_cursor`` of an earlier page, or None.
+
+    Returns:
+        ``{todos: [row], has_more: bool, next_cursor: str | None}``; ``next_cursor`` is set
+        exactly when ``has_more`` is.
+
+    Raises:
+        InvalidArgument: bad ``limit``, ``state`` or ``cursor``.
+    """
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= max_limit:
+        raise InvalidArgument(f"limit must be a whole number from 1 to {max_limit}")
     if state is not None and state not in STATES:
         raise InvalidArgument(f"state must be one of {', '.join(STATES)}")
-    project_ids = resolve_projects(session, grants, project, need_work=False)
-    query = select(Todo).where(Todo.project_id.in_(project_ids))  # type: ignore[attr-defined]
+    query = select(Todo)
+    if project_ids is not None:
+        query = query.where(Todo.project_id.in_(project_ids))  # type: ignore[attr-defined]
+    if cursor is not None:
+        query = query.where(paging.after((Todo.created_at, Todo.id), paging.decode(cursor, LIST_NAME, _KEY)))
     if queue is not None:
         query = query.where(Todo.queue == queue)
-    if state is not None:
+    if dead_letters:
+        query = query.where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
+    elif state is not None:
         query = query.where(Todo.state == state)
     rows = session.execute(query.order_by(Todo.created_at, Todo.id).limit(limit + 1)).scalars().all()
-    return {"todos": [row(t) for t in rows[:limit]], "has_more": len(rows) > limit}
+    kept, next_cursor = paging.page(rows, limit, LIST_NAME, _KEY, lambda t: (t.created_at, t.id))
+    return {"todos": [row(t) for t in kept], "has_more": next_cursor is not None, "next_cursor": next_cursor}
 
 
 def claim_view(session: Session, todo: Todo) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from switchboard.web import schemas
 _SCHEMAS = ("Problem", "FeedQuery", "FeedEvent", "FeedPage", "QuestionBody", "ApprovalBody", "InboxItem",
             "InboxQuery", "InboxPage", "InboxWaitQuery", "InboxWaitResult", "AnswerBody", "DecideBody",
             "HumanInboxQuery", "HumanInboxPage", "SubscribeBody", "SubscriptionCreated", "SubscriptionRemoved",
-            "Todo", "TodoPage", "ClaimBody", "Claim", "TodoActionBody", "Whoami")
+            "Todo", "TodoPage", "ClaimBody", "Claim", "TodoActionBody", "Whoami", "QuarantinePage", "PayloadQuery",
+            "PayloadPart")
 
 _INBOX_WAIT = {"get": {
     "summary": "Wait until one of the calling agent's inbox items is resolved (inbox_wait)",
@@ -147,10 +148,10 @@ _BY_HAND: dict[str, dict[str, Any]] = {
         {"200": _json(description="the friendship, revoked"), **_problems("401", "404")},
         parameters=[_path("friendship_id", "fs_...")])},
     "/api/v1/human/todos": {
-        "get": _op("Todos of the projects the human owns", "human", {"200": _json("TodoPage"),
-                                                                      **_problems("400", "401", "404")},
-                   parameters=[_query("project"), _query("state"), _query("dead_letters"),
-                               _query("limit", "integer")]),
+        "get": _op("Todos of the projects the human owns, oldest first; pass next_cursor back as cursor for "
+                   "the next page", "human", {"200": _json("TodoPage"), **_problems("400", "401", "404")},
+                   parameters=[_query("project"), _query("state"), _query("dead_letters", "boolean"),
+                               _query("limit", "integer"), _query("cursor")]),
         "post": _op("Add a todo: {project, title, queue?, assign? (agent name), priority?}", "human",
                     {"201": _json("Todo"), **_problems("400", "401", "404")}, body="object")},
     "/api/v1/human/todos/{todo_id}/{action}": {"post": _op(
@@ -158,9 +159,10 @@ _BY_HAND: dict[str, dict[str, Any]] = {
         {"200": _json("Todo"), **_problems("400", "401", "404", "409")},
         parameters=[_path("todo_id"), _path("action", "retry | cancel | assign")], body="object")},
     "/api/v1/human/quarantine": {"get": _op(
-        "Quarantined deliveries of owned projects, with the sender to link and reason_now", "human",
-        {"200": _json(description="{deliveries: [...]}"), **_problems("401", "404")},
-        parameters=[_query("project")])},
+        "Quarantined deliveries of owned projects, oldest first, with the sender to link and reason_now; "
+        "pass next_cursor back as cursor for the next page", "human",
+        {"200": _json("QuarantinePage"), **_problems("400", "401", "404")},
+        parameters=[_query("project"), _query("limit", "integer"), _query("cursor")])},
     "/api/v1/human/quarantine/{delivery_id}/{action}": {"post": _op(
         "release ({as_self?}: processed again, once) or discard a quarantined delivery", "human",
         {"200": _json(description="{id, status, todo_id?}"), **_problems("400", "401", "404", "409")},

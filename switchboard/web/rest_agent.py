@@ -182,9 +182,8 @@ def human_inbox() -> Any:
     human_id = _human_id()
     status = args.get("status", "open")
     with _hub().db.read() as s:
-        rows = inbox.list_for_human(s, human_id=human_id, status=None if status == "all" else status,
-                                    limit=args.get("limit", 100))
-    return jsonify({"items": rows})
+        return jsonify(inbox.page_for_human(s, human_id=human_id, status=None if status == "all" else status,
+                                            limit=args.get("limit", 100), cursor=args.get("cursor")))
 
 
 def _resolve(item_id: str, **kwargs: Any) -> Any:

@@ -5,12 +5,12 @@ the human does not own is the same ``not_found`` as an unknown one.
 
 | route | what |
 |---|---|
-| ``GET /api/v1/human/todos?project=&state=&dead_letters=1&limit=`` | todos of owned projects |
+| ``GET /api/v1/human/todos?project=&state=&dead_letters=1&limit=&cursor=`` | todos of owned projects (paged) |
 | ``POST /api/v1/human/todos`` (``project``, ``title``, ``queue?``, ``assign?``, ``priority?``) | add a todo |
 | ``POST /api/v1/human/todos/<id>/retry`` | dead letter back to pending, fresh attempt budget |
 | ``POST /api/v1/human/todos/<id>/cancel`` | withdraw a todo |
 | ``POST /api/v1/human/todos/<id>/assign`` (``agent``) | assign a pending todo to an agent |
-| ``GET /api/v1/human/quarantine?project=`` | quarantined deliveries of owned projects |
+| ``GET /api/v1/human/quarantine?project=&limit=&cursor=`` | quarantined deliveries of owned projects (paged) |
 | ``POST /api/v1/human/quarantine/<id>/release`` (``as_self?``) | process again, once |
 | ``POST /api/v1/human/quarantine/<id>/discard`` | drop it and its body |
 """
@@ -30,6 +30,7 @@ from switchboard.mcp_server.callers import bearer
 from switchboard.models import Project, Todo
 from switchboard.queue import todos
 from switchboard.sources.github import one_line
+from switchboard.web import schemas
 
 if TYPE_CHECKING:
     from sqlmodel import Session
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from switchboard.hub import Hub
 
 bp = Blueprint("rest_human", __name__, url_prefix="/api/v1/human")
-MAX_LIMIT = 200
 
 
 def _hub() -> Hub:
@@ -62,27 +62,23 @@ def _todo(session: Session, owned: list[str], todo_id: str) -> Todo:
 
 @bp.get("/todos")
 def list_todos() -> Any:
-    limit = request.args.get("limit", "50")
-    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LIMIT:
-        raise InvalidArgument(f"limit must be a whole number from 1 to {MAX_LIMIT}")
-    state = request.args.get("state")
-    if state is not None and state not in todos.STATES:
-        raise InvalidArgument(f"state must be one of {', '.join(todos.STATES)}")
+    """One page of the todos of the projects the human owns, oldest first (``?project=&state=
+    &dead_letters=&limit=&cursor=``); ``next_cursor`` continues (:func:`todos.page_of`)."""
+    args = schemas.query_args(schemas.TodoQuery(), request.args)
     with _hub().db.read() as s:
-        owned = _owned(s)
-        project = request.args.get("project")
-        if project is not None:
-            pid = s.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
-            if pid not in owned:
-                raise NotFound("no such project")
-            owned = [pid]
-        query = select(Todo).where(Todo.project_id.in_(owned))  # type: ignore[attr-defined]
-        if request.args.get("dead_letters") in ("1", "true"):
-            query = query.where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
-        elif state is not None:
-            query = query.where(Todo.state == state)
-        rows = s.execute(query.order_by(Todo.created_at, Todo.id).limit(int(limit) + 1)).scalars().all()
-    return jsonify({"todos": [todos.row(t) for t in rows[: int(limit)]], "has_more": len(rows) > int(limit)})
+        owned = _narrow(s, _owned(s), args.get("project"))
+        return jsonify(todos.page_of(s, owned, state=args.get("state"), dead_letters=args.get("dead_letters", False),
+                                     limit=args.get("limit", 50), cursor=args.get("cursor")))
+
+
+def _narrow(session: Session, owned: list[str], project: str | None) -> list[str]:
+    """``owned``, or just ``project`` (id or name) when given; a project not owned is ``not_found``."""
+    if project is None:
+        return owned
+    pid = session.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
+    if pid not in owned:
+        raise NotFound("no such project")
+    return [pid]
 
 
 @bp.post("/todos")
@@ -136,19 +132,14 @@ def act(todo_id: str, action: str) -> Any:
 
 @bp.get("/quarantine")
 def list_quarantine() -> Any:
-    """Quarantined deliveries of the projects the human owns, oldest first (``?project=``)."""
+    """One page of quarantined deliveries of the projects the human owns, oldest first
+    (``?project=&limit=&cursor=``); ``next_cursor`` continues."""
     from switchboard.intake import quarantine
 
+    args = schemas.query_args(schemas.QuarantineQuery(), request.args)
     with _hub().db.read() as s:
-        owned = _owned(s)
-        project = request.args.get("project")
-        if project is not None:
-            pid = s.execute(select(Project.id).where((Project.id == project) | (Project.name == project))).scalar()
-            if pid not in owned:
-                raise NotFound("no such project")
-            owned = [pid]
-        rows = [row for pid in owned for row in quarantine.list_quarantined(s, pid)]
-    return jsonify({"deliveries": sorted(rows, key=lambda r: r["received_at"])})
+        owned = _narrow(s, _owned(s), args.get("project"))
+        return jsonify(quarantine.page_quarantined(s, owned, limit=args.get("limit", 100), cursor=args.get("cursor")))
 
 
 @bp.post("/quarantine/<delivery_id>/<action>")

@@ -6,8 +6,9 @@ tool error codes (DESIGN.md §6.3) mapped to HTTP statuses (404, 409, 400, 403, 
 | route | tool |
 |---|---|
 | ``GET /api/v1/whoami`` | ``whoami`` |
-| ``GET /api/v1/todos?project=&queue=&state=&limit=`` | ``todo_list`` |
+| ``GET /api/v1/todos?project=&queue=&state=&limit=&cursor=`` | ``todo_list`` |
 | ``GET /api/v1/todos/<id>`` | ``todo_get`` |
+| ``GET /api/v1/todos/<id>/payload?part=&offset=&length=`` | ``todo_payload`` |
 | ``POST /api/v1/todos/claim`` (JSON ``project``, ``queue``, ``lease_seconds``) | ``todo_claim`` (next) |
 | ``POST /api/v1/todos/<id>/claim|heartbeat|complete|fail|release`` (JSON body) | the same tool by id |
 """
@@ -67,19 +68,20 @@ def list_todos() -> Any:
       - {in: query, name: queue, schema: {type: string}}
       - {in: query, name: state, schema: {type: string, enum: [pending, claimed, done, failed, cancelled]}}
       - {in: query, name: limit, schema: {type: integer, minimum: 1, maximum: 200}}
+      - {in: query, name: cursor, description: next_cursor of an earlier page, schema: {type: string}}
       responses:
         200: {content: {application/json: {schema: TodoPage}}}
         400: {content: {application/problem+json: {schema: Problem}}}
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    args: dict[str, Any] = {k: v for k, v in request.args.items() if k in ("project", "queue", "state")}
+    args: dict[str, Any] = {k: v for k, v in request.args.items() if k in ("project", "queue", "state", "cursor")}
     if "limit" in request.args:
         raw = request.args["limit"]
         if not raw.isdigit():
             raise InvalidArgument("limit must be a whole number from 1 to 200")
         args["limit"] = int(raw)
-    unknown = set(request.args) - {"project", "queue", "state", "limit"}
+    unknown = set(request.args) - {"project", "queue", "state", "limit", "cursor"}
     if unknown:
         raise InvalidArgument(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
     return _run("todo_list", args)
@@ -100,6 +102,33 @@ def get_todo(todo_id: str) -> Any:
         404: {content: {application/problem+json: {schema: Problem}}}
     """
     return _run("todo_get", {"todo_id": todo_id})
+
+
+@bp.get("/todos/<todo_id>/payload")
+def get_payload(todo_id: str) -> Any:
+    """A byte range of a todo's payload or result as canonical JSON text (``todo_payload``).
+    ---
+    get:
+      summary: Read a todo's payload (or result) in parts
+      description: >-
+        For payloads over the hub's size budget (`SWITCHBOARD_PAYLOAD_BUDGET_BYTES`, default
+        64 KiB), which `GET /api/v1/todos/{todo_id}` returns as null with `payload_truncated`.
+        Call with `offset` = `next_offset` until it is null; the concatenated `data` parses as
+        the JSON value. Authorised like the todo itself (another project's todo is 404).
+      security: [{agent: []}]
+      parameters:
+      - {in: path, name: todo_id, required: true, schema: {type: string}}
+      - in: query
+        schema: PayloadQuery
+      responses:
+        200: {content: {application/json: {schema: PayloadPart}}}
+        400: {content: {application/problem+json: {schema: Problem}}}
+        401: {content: {application/problem+json: {schema: Problem}}}
+        404: {content: {application/problem+json: {schema: Problem}}}
+    """
+    from switchboard.web import schemas
+
+    return _run("todo_payload", {**schemas.query_args(schemas.PayloadQuery(), request.args), "todo_id": todo_id})
 
 
 @bp.post("/todos/claim")

@@ -13,10 +13,11 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from switchboard import paging
 from switchboard.errors import InvalidArgument
 from switchboard.feed.events import KINDS
 from switchboard.inbox import items as inbox
-from switchboard.queue import leases, todos
+from switchboard.queue import leases, payloads, todos
 
 _ID = fields.String(validate=validate.Length(1, 100))
 
@@ -56,10 +57,17 @@ class Problem(Schema):
 
 # --- feed ------------------------------------------------------------------------------------------
 
+_CURSOR = fields.String(validate=validate.Length(1, paging.MAX_CURSOR_CHARS),
+                        metadata={"description": "next_cursor of an earlier page, unchanged"})
+_NEXT_CURSOR = fields.String(allow_none=True, metadata={
+    "description": "pass as cursor for the next page; null when this was the last page"})
+
+
 class FeedQuery(Schema):
     project = _ID
     kinds = fields.List(fields.String(validate=validate.OneOf(KINDS)), validate=validate.Length(min=1))
     since = fields.Integer(validate=validate.Range(min=0, max=2**63 - 1))
+    cursor = _CURSOR
     limit = fields.Integer(validate=validate.Range(1, 200))
 
 
@@ -76,6 +84,7 @@ class FeedEvent(Schema):
 class FeedPage(Schema):
     events = fields.List(fields.Nested(FeedEvent), required=True)
     next_since = fields.Integer(required=True)
+    next_cursor = fields.String(required=True, metadata={"description": "the same position as next_since"})
     has_more = fields.Boolean(required=True)
 
 
@@ -122,12 +131,14 @@ class InboxItem(Schema):
 class InboxQuery(Schema):
     status = fields.String(validate=validate.OneOf(inbox.READ_STATUSES))
     since = fields.Integer(validate=validate.Range(min=0, max=2**63 - 1))
+    cursor = _CURSOR
     limit = fields.Integer(validate=validate.Range(1, inbox.MAX_READ_LIMIT))
 
 
 class InboxPage(Schema):
     items = fields.List(fields.Nested(InboxItem), required=True)
     next_since = fields.Integer(required=True)
+    next_cursor = fields.String(required=True, metadata={"description": "the same position as next_since"})
     has_more = fields.Boolean(required=True)
 
 
@@ -155,10 +166,13 @@ class DecideBody(Schema):
 class HumanInboxQuery(Schema):
     status = fields.String(validate=validate.OneOf(["open", "answered", "decided", "expired", "all"]))
     limit = fields.Integer(validate=validate.Range(1, 200))
+    cursor = _CURSOR
 
 
 class HumanInboxPage(Schema):
     items = fields.List(fields.Nested(InboxItem), required=True)
+    has_more = fields.Boolean(required=True)
+    next_cursor = _NEXT_CURSOR
 
 
 # --- subscriptions ---------------------------------------------------------------------------------
@@ -202,13 +216,65 @@ class Todo(Schema):
     dead_lettered = fields.Boolean()
     created_at = fields.String()
     updated_at = fields.String()
-    payload = fields.Raw(allow_none=True)
-    result = fields.Raw(allow_none=True)
+    payload = fields.Raw(allow_none=True, metadata={"description": "null when payload_truncated"})
+    result = fields.Raw(allow_none=True, metadata={"description": "null when result_truncated"})
+    payload_truncated = fields.Boolean(metadata={"description": "over the payload budget: fetch it in parts"})
+    payload_bytes = fields.Integer(metadata={"description": "size of the payload's canonical JSON text"})
+    payload_preview = fields.String(metadata={"description": "its first bytes, when truncated"})
+    payload_next_offset = fields.Integer(metadata={"description": "offset for GET .../payload, when truncated"})
+    result_truncated = fields.Boolean()
+    result_bytes = fields.Integer()
+    result_preview = fields.String()
+    result_next_offset = fields.Integer()
 
 
 class TodoPage(Schema):
     todos = fields.List(fields.Nested(Todo), required=True)
     has_more = fields.Boolean(required=True)
+    next_cursor = _NEXT_CURSOR
+
+
+class TodoQuery(Schema):
+    """``GET /api/v1/human/todos``."""
+
+    project = _ID
+    state = fields.String(validate=validate.OneOf(todos.STATES))
+    dead_letters = fields.Boolean()
+    limit = fields.Integer(validate=validate.Range(1, todos.MAX_LIST_LIMIT))
+    cursor = _CURSOR
+
+
+class QuarantineQuery(Schema):
+    """``GET /api/v1/human/quarantine``."""
+
+    project = _ID
+    limit = fields.Integer(validate=validate.Range(1, 200))
+    cursor = _CURSOR
+
+
+class QuarantinePage(Schema):
+    deliveries = fields.List(fields.Dict(), required=True, metadata={
+        "description": "{id, project_id, source_id, provider, reason, reason_now, event, received_at, sender}"})
+    has_more = fields.Boolean(required=True)
+    next_cursor = _NEXT_CURSOR
+
+
+class PayloadQuery(Schema):
+    """``GET /api/v1/todos/<id>/payload``."""
+
+    part = fields.String(validate=validate.OneOf(payloads.PARTS))
+    offset = fields.Integer(validate=validate.Range(min=0, max=2**63 - 1))
+    length = fields.Integer(validate=validate.Range(1, payloads.MAX_BUDGET_BYTES))
+
+
+class PayloadPart(Schema):
+    todo_id = fields.String(required=True)
+    part = fields.String(required=True)
+    offset = fields.Integer(required=True)
+    length = fields.Integer(required=True)
+    total_bytes = fields.Integer(required=True)
+    data = fields.String(required=True, metadata={"description": "bytes [offset, offset+length) of the JSON text"})
+    next_offset = fields.Integer(allow_none=True, required=True, metadata={"description": "null at the end"})
 
 
 class ClaimBody(Schema):

@@ -119,7 +119,8 @@ async def test_inbox_tools_and_attention_trailer(live: LiveApp, transport: str) 
         page = (await agent.ok("inbox_read", {"status": "decided", "limit": 1}))["structuredContent"]
         assert [i["id"] for i in page["items"]] == [a["id"]]
         later = (await agent.ok("inbox_read", {"since": read["next_since"]}))["structuredContent"]
-        assert later == {"items": [], "next_since": read["next_since"], "has_more": False}
+        assert later == {"items": [], "next_since": read["next_since"], "next_cursor": read["next_cursor"],
+                         "has_more": False}
 
         # Errors: bad arguments, unknown and read-only projects.
         for args in ({"project": "acme"}, {"project": "acme", "title": "x", "on_expiry": "maybe"},

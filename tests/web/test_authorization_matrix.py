@@ -36,7 +36,7 @@ from switchboard.notify import subscriptions
 from switchboard.queue import todos
 from tests.conftest import LiveApp
 
-READ_TOOLS = {"whoami", "todo_list", "todo_get", "feed_read", "inbox_read", "inbox_wait", "notify_subscribe",
+READ_TOOLS = {"whoami", "todo_list", "todo_get", "todo_payload", "feed_read", "inbox_read", "inbox_wait", "notify_subscribe",
               "notify_unsubscribe", "friend_list", "doorbell_test", "doorbell_ack"}
 """Tools an agent with only ``read`` on a project may use successfully on it."""
 

@@ -72,7 +72,8 @@ def test_inbox_round_trip_between_agent_and_human(live: LiveApp) -> None:
     with live.hub.db.write() as s:
         admin.add_human(s, "bob")
     bob = _human_token(live, "bob")
-    assert _api(live, "GET", "/human/inbox?status=all", token=bob).json() == {"items": []}
+    assert _api(live, "GET", "/human/inbox?status=all", token=bob).json() == {"items": [], "has_more": False,
+                                                                             "next_cursor": None}
     _problem(_api(live, "POST", f"/human/inbox/{qid}/answer", token=bob, json={"answer": "no"}), 404, "not_found")
     _problem(_api(live, "POST", "/human/inbox/inb_nope/answer", token=human, json={"answer": "no"}), 404,
              "not_found")
