@@ -109,8 +109,10 @@ def require_at_head(settings: Settings) -> None:
     """
     current = current_revision(settings)
     if current is None:
-        where = (f"SWITCHBOARD_HOME={settings.home}" if settings.is_sqlite
-                 else "SWITCHBOARD_DATABASE_URL (no schema there)")
+        import os
+
+        origin = "SWITCHBOARD_HOME" if os.environ.get("SWITCHBOARD_HOME") else "the default: SWITCHBOARD_HOME is not set"
+        where = f"{settings.home} ({origin})" if settings.is_sqlite else "SWITCHBOARD_DATABASE_URL (no schema there)"
         raise NoInstance(f"no Switchboard instance at {where}: run `switchboard init` first, "
                          "or set SWITCHBOARD_HOME to the instance folder")
     head = head_revision()

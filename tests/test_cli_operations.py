@@ -364,3 +364,14 @@ def test_titles_and_cli_text_carry_no_terminal_escapes_or_bidi_overrides(live: L
     for args in (("todo", "list"), ("quarantine", "list"), ("delivery", "list")):
         out = run(env, *args)
         assert out.returncode == 0 and "\x1b" not in out.stdout and "\u202e" not in out.stdout, args
+
+
+def test_no_instance_names_where_the_folder_came_from(tmp_path: Path) -> None:
+    # Found by a new user: the message said SWITCHBOARD_HOME=... although it was not set.
+    env = {k: v for k, v in cli_env(tmp_path / "instance").items() if k != "SWITCHBOARD_HOME"}
+    proc = subprocess.run([switchboard_exe(), "agent", "list"], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "SWITCHBOARD_HOME is not set" in proc.stderr, proc.stderr
+    set_home = subprocess.run([switchboard_exe(), "agent", "list"], env=cli_env(tmp_path / "elsewhere"),
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    assert f"{tmp_path / 'elsewhere'} (SWITCHBOARD_HOME)" in set_home.stderr
