@@ -35,10 +35,10 @@ from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.sessions import AgentSessions, bind
 from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
-from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
-from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
+from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
 from switchboard.web.mcp_problems import MCPProblems
+from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 from switchboard.web.revocation_watch import RevocationWatch

@@ -47,21 +47,22 @@ def create_flask_app(hub: Hub) -> Flask:
         return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
                         "jobs": "rq" if hub.settings.redis_url else "inline"})
 
+    # REST by caller: agents (Bearer sbk_) under /api/v1, humans (Bearer sbh_) under /api/v1/human.
+    from switchboard.web import (
+        rest_agent_feed,
+        rest_agent_friends,
+        rest_agent_todos,
+        rest_human_access,
+        rest_human_friends,
+        rest_human_inbox,
+        rest_human_work,
+        rest_ops,
+    )
     from switchboard.web.openapi import build_spec
-    from switchboard.web.rest_agent import bp as rest_agent
-    from switchboard.web.rest_friends import bp as rest_friends
-    from switchboard.web.rest_human import bp as rest_human
-    from switchboard.web.rest_ops import bp as rest_ops
-    from switchboard.web.rest_todos import bp as rest_todos
 
-    app.register_blueprint(rest_todos)
-    app.register_blueprint(rest_agent)
-    app.register_blueprint(rest_human)
-    app.register_blueprint(rest_friends)
-    app.register_blueprint(rest_ops)
-    from switchboard.web.rest_revoke import bp as rest_revoke
-
-    app.register_blueprint(rest_revoke)
+    for module in (rest_agent_todos, rest_agent_feed, rest_agent_friends, rest_human_inbox, rest_human_work,
+                   rest_human_friends, rest_human_access, rest_ops):
+        app.register_blueprint(module.bp)
     from switchboard.web import ui
 
     ui.install(app)  # the web UI under /ui/ (sessions, CSRF)

@@ -28,7 +28,7 @@ from switchboard.mcp_server.callers import bearer
 if TYPE_CHECKING:
     from switchboard.hub import Hub
 
-bp = Blueprint("rest_revoke", __name__, url_prefix="/api/v1/human")
+bp = Blueprint("rest_human_access", __name__, url_prefix="/api/v1/human")
 
 
 def _hub() -> Hub:

@@ -1,11 +1,9 @@
-"""REST for the agent surface beyond todos, and the human side of the inbox (DESIGN.md §6.3).
+"""REST for agents: the feed, the inbox and subscriptions (DESIGN.md §6.3).
 
-Agent routes take ``Authorization: Bearer sbk_...`` and run the same handlers as the MCP
-tools (:func:`switchboard.mcp_server.calls.invoke`); human routes take a human API token
-(``Bearer sbh_...``, vended by ``switchboard token vend-human``) and act only on items waiting
-on that human: another human's item is ``not_found``, like an unknown one. Requests are
-validated with the marshmallow schemas of :mod:`switchboard.web.schemas`; errors are problem
-details. ``inbox_wait`` over REST is the native async route ``GET /api/v1/inbox/wait``
+Routes take ``Authorization: Bearer sbk_...`` and run the same handlers as the MCP tools
+(:func:`switchboard.mcp_server.calls.invoke`). The human side of the inbox is
+:mod:`switchboard.web.rest_human_inbox`. Requests are validated with the marshmallow schemas
+of :mod:`switchboard.web.schemas`; errors are problem details. ``inbox_wait`` over REST is the native async route ``GET /api/v1/inbox/wait``
 (:mod:`switchboard.web.agent_api`), so a waiting request holds no thread.
 
 Each view's docstring carries its OpenAPI operation after ``---`` (apispec-webframeworks).
@@ -17,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard import admin
-from switchboard.inbox import items as inbox
 from switchboard.intake import json_shape
 from switchboard.mcp_server.callers import bearer, resolve_caller
 from switchboard.mcp_server.calls import invoke
@@ -27,7 +23,7 @@ from switchboard.web import schemas
 if TYPE_CHECKING:
     from switchboard.hub import Hub
 
-bp = Blueprint("rest_agent", __name__, url_prefix="/api/v1")
+bp = Blueprint("rest_agent_feed", __name__, url_prefix="/api/v1")
 
 
 def _hub() -> Hub:
@@ -154,84 +150,3 @@ def unsubscribe(subscription_id: str) -> Any:
         404: {content: {application/problem+json: {schema: Problem}}}
     """
     return _run("notify_unsubscribe", {"subscription_id": subscription_id})
-
-
-# --- the human side -------------------------------------------------------------------------------
-
-def _human_id() -> str:
-    with _hub().db.read() as s:
-        return admin.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
-
-
-@bp.get("/human/inbox")
-def human_inbox() -> Any:
-    """Items waiting on the calling human.
-    ---
-    get:
-      summary: The calling human's inbox (open items by default)
-      security: [{human: []}]
-      parameters:
-      - in: query
-        schema: HumanInboxQuery
-      responses:
-        200: {content: {application/json: {schema: HumanInboxPage}}}
-        400: {content: {application/problem+json: {schema: Problem}}}
-        401: {content: {application/problem+json: {schema: Problem}}}
-    """
-    args = schemas.query_args(schemas.HumanInboxQuery(), request.args)
-    human_id = _human_id()
-    status = args.get("status", "open")
-    with _hub().db.read() as s:
-        return jsonify(inbox.page_for_human(s, human_id=human_id, status=None if status == "all" else status,
-                                            limit=args.get("limit", 100), cursor=args.get("cursor")))
-
-
-def _resolve(item_id: str, **kwargs: Any) -> Any:
-    hub = _hub()
-    human_id = _human_id()
-    with hub.db.write() as s:
-        data, agent_id = inbox.resolve(s, hub.clock, item_id, via="rest", human_id=human_id, **kwargs)
-    hub.after_decision(agent_id)  # rings inbox_wait; a permission verdict goes to its session now
-    return jsonify(data)
-
-
-@bp.post("/human/inbox/<item_id>/answer")
-def human_answer(item_id: str) -> Any:
-    """Answer a question waiting on the calling human.
-    ---
-    post:
-      summary: Answer a question
-      security: [{human: []}]
-      parameters:
-      - {in: path, name: item_id, required: true, schema: {type: string}}
-      requestBody: {required: true, content: {application/json: {schema: AnswerBody}}}
-      responses:
-        200: {content: {application/json: {schema: InboxItem}}}
-        400: {content: {application/problem+json: {schema: Problem}}}
-        401: {content: {application/problem+json: {schema: Problem}}}
-        404: {content: {application/problem+json: {schema: Problem}}}
-        409: {content: {application/problem+json: {schema: Problem}}}
-    """
-    body = schemas.load(schemas.AnswerBody(), _json())
-    return _resolve(item_id, answer=body["answer"], note=body.get("note"))
-
-
-@bp.post("/human/inbox/<item_id>/decide")
-def human_decide(item_id: str) -> Any:
-    """Approve or deny an approval waiting on the calling human.
-    ---
-    post:
-      summary: Decide an approval
-      security: [{human: []}]
-      parameters:
-      - {in: path, name: item_id, required: true, schema: {type: string}}
-      requestBody: {required: true, content: {application/json: {schema: DecideBody}}}
-      responses:
-        200: {content: {application/json: {schema: InboxItem}}}
-        400: {content: {application/problem+json: {schema: Problem}}}
-        401: {content: {application/problem+json: {schema: Problem}}}
-        404: {content: {application/problem+json: {schema: Problem}}}
-        409: {content: {application/problem+json: {schema: Problem}}}
-    """
-    body = schemas.load(schemas.DecideBody(), _json())
-    return _resolve(item_id, decision=body["decision"], note=body.get("note"))

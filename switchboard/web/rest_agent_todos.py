@@ -27,7 +27,7 @@ from switchboard.mcp_server.calls import invoke
 if TYPE_CHECKING:
     from switchboard.hub import Hub
 
-bp = Blueprint("rest_todos", __name__, url_prefix="/api/v1")
+bp = Blueprint("rest_agent_todos", __name__, url_prefix="/api/v1")
 _ACTIONS = ("claim", "heartbeat", "complete", "fail", "release")
 
 

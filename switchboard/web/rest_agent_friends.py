@@ -10,12 +10,7 @@ Agents (``Authorization: Bearer sbk_...``), the same operations as the tools:
 | ``POST /api/v1/friends/<id>/revoke`` | ``friend_revoke`` |
 | ``POST /api/v1/todos`` (``project``, ``queue``, ``title``, ``body?``, ``assign?``, ``priority?``) | ``todo_create`` (201) |
 
-Humans (``Authorization: Bearer sbh_...``):
-
-| route | what |
-|---|---|
-| ``GET /api/v1/human/friends`` | friendships the human is part of (either side) |
-| ``POST /api/v1/human/friends/<id>/revoke`` | revoke one; no new todos flow from that moment |
+The humans' side is :mod:`switchboard.web.rest_human_friends`.
 
 Friend requests are decided like any inbox item: ``POST /api/v1/human/inbox/<id>/decide``.
 Errors are problem details with the tool error codes (``human_approval_required`` is 403).
@@ -28,16 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from switchboard import admin
 from switchboard.errors import InvalidArgument
-from switchboard.friends import requests as friends
 from switchboard.mcp_server.callers import bearer, resolve_caller
 from switchboard.mcp_server.calls import invoke
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
 
-bp = Blueprint("rest_friends", __name__, url_prefix="/api/v1")
+bp = Blueprint("rest_agent_friends", __name__, url_prefix="/api/v1")
 
 
 def _hub() -> Hub:
@@ -90,20 +83,3 @@ def friend_revoke(friendship_id: str) -> Any:
 def todo_create() -> Any:
     """Create a todo on a friend's queue or an own project (``todo_create``)."""
     return _run("todo_create", _json(), 201)
-
-
-@bp.get("/human/friends")
-def human_friends() -> Any:
-    """Friendships the calling human is part of."""
-    with _hub().db.read() as s:
-        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
-        return jsonify({"friendships": friends.list_for_human(s, human.id)})
-
-
-@bp.post("/human/friends/<friendship_id>/revoke")
-def human_revoke(friendship_id: str) -> Any:
-    """Revoke a friendship the calling human is part of."""
-    hub = _hub()
-    with hub.db.write() as s:
-        human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
-        return jsonify(friends.revoke(s, hub.clock, friendship_id, human_id=human.id))

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from switchboard.hub import Hub
 
-bp = Blueprint("rest_human", __name__, url_prefix="/api/v1/human")
+bp = Blueprint("rest_human_work", __name__, url_prefix="/api/v1/human")
 
 
 def _hub() -> Hub:
