@@ -48,9 +48,13 @@ def _decode_part(value: Any, kind: str) -> Any:
         parsed = datetime.fromisoformat(value)
         if parsed.tzinfo is None:
             raise ValueError("naive time")
-        return parsed.astimezone(UTC)
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError as exc:  # 0001-01-01T00:00+01:00: no such instant in UTC
+            raise ValueError("time out of range") from exc
     if kind == "str":
-        if not isinstance(value, str) or not 0 < len(value) <= 100:
+        # Ids are printable ASCII: a lone surrogate or NUL would fail at the database (a 5xx).
+        if not isinstance(value, str) or not 0 < len(value) <= 100 or not value.isascii() or not value.isprintable():
             raise ValueError("str")
         return value
     if kind == "int":

@@ -360,7 +360,8 @@ def test_titles_and_cli_text_carry_no_terminal_escapes_or_bidi_overrides(live: L
     db = _db(live)
     [(title,)] = wait_for(lambda: _sql(db, "select title from todos where title like '%esc2%'"))
     assert "\x1b" not in title and "\u202e" not in title and "RED" in title
-    wait_for(lambda: cli(env, "quarantine", "list")["deliveries"])
+    [held] = wait_for(lambda: cli(env, "quarantine", "list")["deliveries"])
+    assert held["sender"]["login"] == "evil[1;31mROOT[0m"  # REST, UI and JSON show it clean too
     for args in (("todo", "list"), ("quarantine", "list"), ("delivery", "list")):
         out = run(env, *args)
         assert out.returncode == 0 and "\x1b" not in out.stdout and "\u202e" not in out.stdout, args

@@ -86,6 +86,8 @@ def post(session: Session, clock: Clock, *, agent_id: str, grants: dict[str, str
     line = one_line("title", title, MAX_TITLE_CHARS)
     if body is not None and len(body) > MAX_BODY_CHARS:
         raise InvalidArgument(f"body must be at most {MAX_BODY_CHARS} characters")
+    if body is not None:  # lines kept; nothing a human cannot see (bidi, escapes): DESIGN.md §5
+        body = readable(str(body), multiline=True)
     if options is not None:
         if kind == "approval":
             raise InvalidArgument("an approval's options are always approve and deny; omit options")

@@ -29,6 +29,7 @@ from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
 from switchboard.models import Delivery, Source
 from switchboard.sources import SOURCE_SENDER, Sender, adapter_for
+from switchboard.text import readable
 
 
 def _sender(delivery: Delivery, source: Source) -> Sender | None:
@@ -91,7 +92,9 @@ def page_quarantined(session: Session, project_ids: list[str] | None = None, *, 
             "received_at": delivery.received_at.isoformat(),
             "sender": None if sender is None else {
                 "provider": sender.provider, "workspace": sender.workspace, "external_id": sender.external_id,
-                "login": sender.login, "is_bot": sender.is_bot},
+                # The login is the sender's own text, shown to the human deciding: nothing hidden
+                # (bidi, escapes: switchboard.text). Ids stay exact (they are what gets linked).
+                "login": None if sender.login is None else readable(str(sender.login)), "is_bot": sender.is_bot},
         })
     return {"deliveries": out, "has_more": next_cursor is not None, "next_cursor": next_cursor}
 

@@ -193,3 +193,16 @@ def test_the_relay_routes_answer_problem_details(live: LiveApp) -> None:
     assert closed.status_code == 200 and closed.json() == {"session_id": "ses_x", "expired": 1, "session_gone": 0}
     raw = httpx2.post(url, content=b"\xff\x00garbage", headers={**auth, "X-Switchboard-Session": "ses_y"}, timeout=30)
     assert raw.status_code == 400 and raw.json()["code"] == "invalid_argument"
+
+
+def test_a_question_body_shows_what_is_there(world: World) -> None:
+    # Found by a break-it review: the title was cleaned, the body kept bidi overrides and escapes.
+    hub = _hub(world)
+    try:
+        with hub.db.write() as s:
+            item = items.post(s, hub.clock, agent_id=world.agent_id, grants={world.project_id: "work"},
+                              kind="question", project="acme", title="Deploy?",
+                              body="line one \u202eevil\u202c\x1b[2J\r\nline two\u200b")
+        assert item["body"] == "line one evil[2J\nline two"
+    finally:
+        hub.close()

@@ -112,6 +112,9 @@ def test_paging_keeps_the_filters_and_the_creation_order(hub: Hub) -> None:
     paging.encode("feed", (5,), ("int",)),                       # another list's cursor
     "c1.WyJ0b2RvcyIsImJhZCJd",                                   # ["todos","bad"]: wrong shape
     "c1.WyJ0b2RvcyIsIjIwMjYtMDEtMDFUMDA6MDA6MDAiLCJ0ZF94Il0",   # naive time
+    # Found by a break-it review (both were 500 internal with a logged traceback):
+    "c1.WyJ0b2RvcyIsICIwMDAxLTAxLTAxVDAwOjAwOjAwKzAxOjAwIiwgIngiXQ",  # a time with no UTC instant
+    "c1.WyJ0b2RvcyIsIjIwMjYtMTItMDFUMDQ6Mjk6NTkrMDA6MDAiLCJcdWRjODAiXQ",  # a lone surrogate in the id
 ])
 def test_a_malformed_cursor_is_invalid_argument(hub: Hub, cursor: str) -> None:
     assert _error(hub, _caller(hub), "todo_list", {"cursor": cursor}) == "invalid_argument"
