@@ -12,11 +12,20 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
-from mcp.client.extension import ClientExtension, NotificationBinding
 from mcp.client.stdio import StdioServerParameters
-from pydantic import BaseModel
 
-from tests.conftest import CASES, cli, cli_env, free_port, github_headers, start_serve, stop, switchboard_exe, wait_for
+from tests.conftest import (
+    CASES,
+    cli,
+    cli_env,
+    free_port,
+    github_headers,
+    start_serve,
+    stop,
+    switchboard_exe,
+    wait_for,
+)
+from tests.mcp_server.agent_clients import ChannelListener
 
 pytestmark = pytest.mark.anyio
 
@@ -24,30 +33,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class WakeParams(BaseModel):
-    content: str
-    meta: dict[str, str]
-
-
-class ChannelListener(ClientExtension):
-    """Receives ``notifications/claude/channel`` as Claude Code would."""
-
-    identifier = "com.example/channel-test"
-
-    def __init__(self) -> None:
-        self.send, self.receive = anyio.create_memory_object_stream[WakeParams](100)
-
-    def notifications(self) -> list[NotificationBinding[Any]]:
-        async def on_wake(params: WakeParams) -> None:
-            await self.send.send(params)
-
-        return [NotificationBinding(method="notifications/claude/channel", params_type=WakeParams, handler=on_wake)]
-
-    async def next_wake(self, timeout: float = 5.0) -> WakeParams:
-        with anyio.fail_after(timeout):
-            return await self.receive.receive()
 
 
 def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:

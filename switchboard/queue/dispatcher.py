@@ -10,7 +10,7 @@ import logging
 import queue as stdqueue
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 RQ_QUEUE = "switchboard"
@@ -32,6 +32,28 @@ class Dispatcher(Protocol):
 
 BATCH = 8
 """Deliveries processed per write transaction at most (embedded mode)."""
+
+
+T = TypeVar("T")
+
+
+def drain(queue: Any, first: T, limit: int) -> tuple[list[T], bool]:
+    """``first`` and whatever else ``queue`` holds now, up to ``limit`` items in all.
+
+    Returns:
+        ``(batch, stop)``: ``stop`` is True when a ``None`` (the stop signal) was taken; it is
+        not part of the batch.
+    """
+    batch = [first]
+    while len(batch) < limit:
+        try:
+            more = queue.get_nowait()
+        except stdqueue.Empty:
+            break
+        if more is None:
+            return batch, True
+        batch.append(more)
+    return batch, False
 
 
 class InlineDispatcher:
@@ -61,17 +83,7 @@ class InlineDispatcher:
             first = self._queue.get()
             if first is None:
                 return
-            batch = [first]
-            stop = False
-            while len(batch) < BATCH:
-                try:
-                    more = self._queue.get_nowait()
-                except stdqueue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                batch.append(more)
+            batch, stop = drain(self._queue, first, BATCH)
             try:
                 self._process_batch(batch)
             except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one

@@ -20,7 +20,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -122,12 +122,6 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
         return problem(status, code, "no such resource" if status == 404 else str(getattr(exc, "detail", "")))
 
-    async def disconnected(request: Request, exc: Exception) -> Response:
-        # The client went away mid-body: nobody is left to answer, and it is not our error
-        # (a token holder could otherwise fill the log with tracebacks).
-        log.info("client disconnected before its request body arrived on %s", request.url.path)
-        return Response(status_code=400)
-
     async def crashed(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
         return problem(500, "internal", "internal error")
@@ -157,8 +151,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         middleware.append(Middleware(ForwardedHost, trusted=settings.trusted_proxies))
     middleware.append(Middleware(RequestGuard, hub=hub))  # after the proxy headers are settled
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
-                    exception_handlers={HTTPException: not_found, ClientDisconnect: disconnected,
-                                        Exception: crashed})
+                    exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
     app.state.revocation_watch = watch
     app.state.mcp_sessions = session_manager

@@ -34,6 +34,7 @@ from switchboard import admin
 from switchboard.errors import DependencyUnavailable
 from switchboard.models import Delivery, Source, SourceSecret
 from switchboard.models.stamps import read_stamp
+from switchboard.queue.dispatcher import drain
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -192,17 +193,7 @@ class DeliveryWriter:
             job = self._queue.get()
             if job is None:
                 return
-            jobs = [job]
-            stop = False
-            while len(jobs) < MAX_BATCH:
-                try:
-                    more = self._queue.get_nowait()
-                except stdqueue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                jobs.append(more)
+            jobs, stop = drain(self._queue, job, MAX_BATCH)
             self._write(jobs)
             if stop:
                 return
