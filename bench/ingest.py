@@ -92,11 +92,12 @@ def _request(path: str, body: bytes, headers: dict[str, str]) -> bytes:
     return head.encode("latin-1") + b"\r\n" + body
 
 
-def github_requests(path: str, n: int) -> list[bytes]:
+def github_requests(path: str, n: int, first: int = 0) -> list[bytes]:
     """``n`` verified 5 KB GitHub ``issues`` deliveries with unique delivery ids and bodies
-    (an identical body is a duplicate by its digest, whatever its delivery id: issue 12 #7)."""
+    (an identical body is a duplicate by its digest, whatever its delivery id: issue 12 #7),
+    numbered ``first`` .. ``first + n - 1`` (the issue number and title)."""
     out = []
-    for i in range(n):
+    for i in range(first, first + n):
         payload = {"action": "opened", "issue": {"number": i, "node_id": uuid.uuid4().hex,
                                                  "title": f"Bench issue {i}", "body": ""},
                    "repository": {"full_name": "acme/api"}, "sender": {"id": 21031067, "login": "octo"}}

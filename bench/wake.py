@@ -1,0 +1,242 @@
+"""Wake-latency and memory benchmark (issue 11, DESIGN.md §8): delivery → wake at load, and RSS
+over a sustained load.
+
+Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (embedded: inline
+processing), and with ``--rq`` a second one handing jobs to a local ``redis-server`` with one
+``switchboard worker``. An agent with work on the project attaches its stream
+(``GET /api/v1/agent/stream``, what the channel adapter reads) before the load starts. Then, for
+each hub:
+
+- **wake latency**: distinct signed 5 KB GitHub ``issues`` deliveries over ``--connections``
+  keep-alive connections, at full speed, and then paced at ``--rate`` per second; for each
+  delivery, the seconds from writing the request to reading its wake on the stream (matched by
+  the issue number in the wake's text). Prints p50/p99 and how many wakes arrived.
+- **memory** (``--soak SECONDS``): the same deliveries paced at ``--rate`` for that long, with
+  the serve process's RSS sampled every 10 s; prints the first (after warm-up), last and peak
+  RSS and last / first (goal: within ±10 %).
+
+Usage::
+
+    .venv/bin/python bench/wake.py [--deliveries 1000] [--rate 50] [--rq] [--soak 600]
+
+Machines are shared and noisy: compare the p99 with the goal and the RSS ratio, not absolute
+throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# bench/queue.py would shadow the stdlib ``queue``: take this folder off the path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT))
+
+from bench.ingest import _configure, _port, _read_response, _start, github_requests  # noqa: E402
+
+NUMBER = re.compile(r"Bench issue (\d+)")
+
+
+def _token(home: Path) -> str:
+    from switchboard import admin
+    from switchboard.config import Settings
+    from switchboard.hub import Hub
+
+    hub = Hub(Settings(home=home), role="cli")
+    try:
+        with hub.db.write() as s:
+            return admin.vend_token(s, "claude1")
+    finally:
+        hub.close()
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Stream:
+    """The agent's stream: records the arrival time of each wake by issue number."""
+
+    def __init__(self, port: int, token: str, session_id: str) -> None:
+        self.port, self.token, self.session_id = port, token, session_id
+        self.arrived: dict[int, float] = {}
+        self.events = 0
+        self.ready = asyncio.Event()
+
+    async def run(self) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.write((f"GET /api/v1/agent/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {self.token}\r\n"
+                      f"X-Switchboard-Session: {self.session_id}\r\n"
+                      "Accept: text/event-stream\r\n\r\n").encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        if b" 200 " not in head.split(b"\r\n", 1)[0]:
+            raise SystemExit(f"the agent stream answered {head[:200]!r}")
+        self.ready.set()
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                # Chunked transfer: payload lines start with "data:"; chunk sizes and comments do not.
+                if line.startswith(b"data:"):
+                    now = time.perf_counter()
+                    self.events += 1
+                    try:
+                        data = json.loads(line[5:])
+                    except ValueError:
+                        continue
+                    found = NUMBER.search(json.dumps(data))
+                    if found:
+                        self.arrived.setdefault(int(found.group(1)), now)
+        finally:
+            writer.close()
+
+
+async def _send(port: int, requests: list[tuple[int, bytes]], connections: int, rate: float | None,
+                sent: dict[int, float]) -> float:
+    """Send ``(number, raw request)`` pairs; ``rate`` paces the starts (None: as fast as acked)."""
+    queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
+    for item in requests:
+        queue.put_nowait(item)
+    began = time.perf_counter()
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while not queue.empty():
+                number, raw = queue.get_nowait()
+                if rate:
+                    due = began + number_index[number] / rate
+                    delay = due - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                sent[number] = time.perf_counter()
+                writer.write(raw)
+                status = await _read_response(reader)
+                if status != 202:
+                    raise SystemExit(f"delivery {number} answered {status}")
+        finally:
+            writer.close()
+
+    number_index = {number: i for i, (number, _) in enumerate(requests)}
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return time.perf_counter() - began
+
+
+def _numbered(path: str, first: int, n: int) -> list[tuple[int, bytes]]:
+    raw = github_requests(path, n, first)
+    return list(zip(range(first, first + n), raw, strict=True))
+
+
+async def _latency(port: int, token: str, path: str, first: int, n: int, connections: int,
+                   rate: float | None) -> dict[str, float]:
+    # A fresh session per measure: a session re-attached without Last-Event-ID is sent again
+    # the events targeted at it (verdicts it may have missed), wakes included.
+    stream = Stream(port, token, f"ses_bench{first}")
+    task = asyncio.create_task(stream.run())
+    await asyncio.wait_for(stream.ready.wait(), 10)
+    sent: dict[int, float] = {}
+    elapsed = await _send(port, _numbered(path, first, n), connections, rate, sent)
+    deadline = time.perf_counter() + 120
+    while len(stream.arrived.keys() & sent.keys()) < n and time.perf_counter() < deadline:
+        await asyncio.sleep(0.05)
+    task.cancel()
+    lat = sorted((stream.arrived[k] - sent[k]) * 1000 for k in sent if k in stream.arrived)
+    if not lat:
+        raise SystemExit("no wake arrived")
+    return {"acked_rps": n / elapsed, "wakes": len(lat), "n": n, "p50": statistics.median(lat),
+            "p99": lat[max(int(len(lat) * 0.99) - 1, 0)], "max": lat[-1]}
+
+
+async def _soak(port: int, pid: int, path: str, first: int, seconds: float, rate: float) -> list[tuple[float, int]]:
+    samples: list[tuple[float, int]] = []
+    began = time.perf_counter()
+    number = first
+    batch = max(int(rate * 10), 1)
+    while time.perf_counter() - began < seconds:
+        await _send(port, _numbered(path, number, batch), 4, rate, {})
+        number += batch
+        samples.append((time.perf_counter() - began, _rss_kib(pid)))
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--deliveries", type=int, default=1000)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rate", type=float, default=50.0, help="paced deliveries per second")
+    parser.add_argument("--rq", action="store_true", help="also a hub on Redis with one rq worker")
+    parser.add_argument("--soak", type=float, default=0.0, help="seconds of paced load with RSS samples")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        exe = str(Path(sys.executable).with_name("switchboard"))
+        procs: list[subprocess.Popen[bytes]] = []
+        hubs: list[tuple[str, int, int, str, str]] = []  # name, port, serve pid, token, hook path
+        try:
+            home = Path(tmp) / "embedded"
+            gh, _ = _configure(home)
+            port = _port()
+            procs.append(_start([exe, "serve", "--port", str(port)], {**env, "SWITCHBOARD_HOME": str(home)}, port))
+            hubs.append(("embedded (SQLite, inline processing)", port, procs[-1].pid, _token(home), f"/hooks/{gh}"))
+            redis = shutil.which("redis-server")
+            if args.rq and redis:
+                home2 = Path(tmp) / "rq"
+                gh2, _ = _configure(home2)
+                rport, port2 = _port(), _port()
+                procs.append(_start([redis, "--port", str(rport), "--save", "", "--appendonly", "no", "--dir", tmp],
+                                    env, rport))
+                env2 = {**env, "SWITCHBOARD_HOME": str(home2), "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{rport}/0"}
+                procs.append(_start([exe, "serve", "--port", str(port2)], env2, port2))
+                serve_pid = procs[-1].pid
+                procs.append(subprocess.Popen([exe, "worker"], env=env2, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+                hubs.append(("rq (Redis, one worker)", port2, serve_pid, _token(home2), f"/hooks/{gh2}"))
+
+            print(f"delivery -> wake on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; shared machine), "
+                  f"{args.deliveries} distinct signed 5 KB GitHub deliveries per measure, {args.connections} connections")
+            print(f"{'hub':38} {'load':>18} {'acked/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+            for name, port, pid, token, path in hubs:
+                asyncio.run(_latency(port, token, path, 10**6, 100, args.connections, None))  # warm-up
+                for label, rate, first in (("full speed", None, 0), (f"paced {args.rate:.0f}/s", args.rate, 10**5)):
+                    r = asyncio.run(_latency(port, token, path, first, args.deliveries, args.connections, rate))
+                    print(f"{name:38} {label:>18} {r['acked_rps']:8.0f} {r['wakes']:>5}/{r['n']:<5} "
+                          f"{r['p50']:8.1f} {r['p99']:8.1f} {r['max']:8.1f}")
+            print("goals: p99 <= 100 ms embedded, <= 250 ms with rq")
+
+            if args.soak:
+                name, port, pid, _, path = hubs[0]
+                print(f"\nmemory: {name}, {args.rate:.0f} deliveries/s for {args.soak:.0f} s, RSS every 10 s")
+                samples = asyncio.run(_soak(port, pid, path, 2 * 10**6, args.soak, args.rate))
+                warm = samples[min(2, len(samples) - 1)][1]  # after 30 s: caches and pools are full
+                last, peak = samples[-1][1], max(kib for _, kib in samples)
+                print("  " + ", ".join(f"{t:.0f}s {kib / 1024:.0f}" for t, kib in samples) + " (MiB)")
+                print(f"  RSS after warm-up {warm / 1024:.1f} MiB, last {last / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB; "
+                      f"last / warm-up {last / warm:.3f} (goal 0.90-1.10)")
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+if __name__ == "__main__":
+    main()
