@@ -98,16 +98,29 @@ def github_requests(path: str, n: int, first: int = 0) -> list[bytes]:
     numbered ``first`` .. ``first + n - 1`` (the issue number and title)."""
     out = []
     for i in range(first, first + n):
-        payload = {"action": "opened", "issue": {"number": i, "node_id": uuid.uuid4().hex,
-                                                 "title": f"Bench issue {i}", "body": ""},
-                   "repository": {"full_name": "acme/api"}, "sender": {"id": 21031067, "login": "octo"}}
+        payload = {
+            "action": "opened",
+            "issue": {"number": i, "node_id": uuid.uuid4().hex, "title": f"Bench issue {i}", "body": ""},
+            "repository": {"full_name": "acme/api"},
+            "sender": {"id": 21031067, "login": "octo"},
+        }
         pad = 5120 - len(json.dumps(payload))
         payload["issue"]["body"] = "x" * pad
         body = json.dumps(payload).encode()
         sig = "sha256=" + hmac.new(GITHUB_SECRET.encode(), body, hashlib.sha256).hexdigest()
-        out.append(_request(path, body, {"Content-Type": "application/json", "X-GitHub-Event": "issues",
-                                         "X-GitHub-Delivery": str(uuid.uuid4()), "X-GitHub-Hook-ID": "1",
-                                         "X-Hub-Signature-256": sig}))
+        out.append(
+            _request(
+                path,
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "X-GitHub-Event": "issues",
+                    "X-GitHub-Delivery": str(uuid.uuid4()),
+                    "X-GitHub-Hook-ID": "1",
+                    "X-Hub-Signature-256": sig,
+                },
+            )
+        )
     return out
 
 
@@ -116,12 +129,27 @@ def discord_requests(path: str, n: int) -> list[bytes]:
     key = Ed25519PrivateKey.from_private_bytes(SEED)
     out = []
     for i in range(n):
-        body = json.dumps({"id": str(10**17 + uuid.uuid4().int % 10**17), "type": 2, "application_id": "1",
-                           "member": {"user": {"id": "80351110224678912", "username": "nelly"}},
-                           "data": {"name": "review", "options": [{"name": "pr", "value": i}]}}).encode()
+        body = json.dumps(
+            {
+                "id": str(10**17 + uuid.uuid4().int % 10**17),
+                "type": 2,
+                "application_id": "1",
+                "member": {"user": {"id": "80351110224678912", "username": "nelly"}},
+                "data": {"name": "review", "options": [{"name": "pr", "value": i}]},
+            }
+        ).encode()
         ts = str(int(time.time()))
-        out.append(_request(path, body, {"Content-Type": "application/json", "X-Signature-Timestamp": ts,
-                                         "X-Signature-Ed25519": key.sign(ts.encode() + body).hex()}))
+        out.append(
+            _request(
+                path,
+                body,
+                {
+                    "Content-Type": "application/json",
+                    "X-Signature-Timestamp": ts,
+                    "X-Signature-Ed25519": key.sign(ts.encode() + body).hex(),
+                },
+            )
+        )
     return out
 
 
@@ -137,7 +165,9 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
     return status
 
 
-async def load(port: int, requests: list[bytes], connections: int) -> tuple[float, list[float], dict[int, int]]:
+async def load(
+    port: int, requests: list[bytes], connections: int
+) -> tuple[float, list[float], dict[int, int]]:
     """Send every request over ``connections`` keep-alive connections.
 
     Returns:
@@ -180,8 +210,9 @@ def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[
     raise SystemExit(f"server on port {port} did not start: {' '.join(args)}")
 
 
-def _measure(name: str, port: int, requests: list[bytes], connections: int, expect: set[int],
-             health: bool = False) -> dict:
+def _measure(
+    name: str, port: int, requests: list[bytes], connections: int, expect: set[int], health: bool = False
+) -> dict:
     """Warm up on the first 10 %, then time the rest; optionally poll ``/api/v1/health``
     every 20 ms on its own connection during the timed load (its p99 is the loop-stall figure)."""
     warm = max(50, len(requests) // 10)
@@ -217,9 +248,15 @@ def _measure(name: str, port: int, requests: list[bytes], connections: int, expe
         raise SystemExit(f"{name}: unexpected statuses {statuses}")
     lat.sort()
     health_lat.sort()
-    return {"name": name, "n": len(lat), "rps": len(lat) / elapsed, "began": began,
-            "p50": statistics.median(lat) * 1000, "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
-            "health_p99": health_lat[int(len(health_lat) * 0.99) - 1] * 1000 if health_lat else None}
+    return {
+        "name": name,
+        "n": len(lat),
+        "rps": len(lat) / elapsed,
+        "began": began,
+        "p50": statistics.median(lat) * 1000,
+        "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
+        "health_p99": health_lat[int(len(health_lat) * 0.99) - 1] * 1000 if health_lat else None,
+    }
 
 
 def _wait_processed(home: Path, began: float, n: int, timeout: float = 600) -> float:
@@ -262,36 +299,74 @@ def main() -> None:
         uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
         procs = [
             _start([exe, "serve", "--port", str(ports["hub"])], env, ports["hub"]),
-            _start([*uvicorn, "--port", str(ports["flask"]), "bench.bare_apps:flask_app"], env, ports["flask"]),
-            _start([*uvicorn, "--port", str(ports["async"]), "bench.bare_apps:async_app"], env, ports["async"]),
+            _start(
+                [*uvicorn, "--port", str(ports["flask"]), "bench.bare_apps:flask_app"], env, ports["flask"]
+            ),
+            _start(
+                [*uvicorn, "--port", str(ports["async"]), "bench.bare_apps:async_app"], env, ports["async"]
+            ),
         ]
         redis = shutil.which("redis-server")
         if redis:
             home2 = Path(tmp) / "acks"
             gh2, _ = _configure(home2)
-            procs.append(_start([redis, "--port", str(ports["redis"]), "--save", "", "--appendonly", "no",
-                                 "--dir", tmp], env, ports["redis"]))
-            env2 = {**env, "SWITCHBOARD_HOME": str(home2),
-                    "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{ports['redis']}/0"}
+            procs.append(
+                _start(
+                    [redis, "--port", str(ports["redis"]), "--save", "", "--appendonly", "no", "--dir", tmp],
+                    env,
+                    ports["redis"],
+                )
+            )
+            env2 = {
+                **env,
+                "SWITCHBOARD_HOME": str(home2),
+                "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{ports['redis']}/0",
+            }
             procs.append(_start([exe, "serve", "--port", str(ports["acks"])], env2, ports["acks"]))
         table: dict[str, list[dict]] = {}
         try:
             for _ in range(args.runs):
                 # Each run: the bare route, then the hub, back to back (same machine state).
                 rows = [
-                    _measure("bare async route (Starlette), 5 KB", ports["async"],
-                             github_requests("/hooks/src_x", n), args.connections, {202}),
-                    _measure("hub: verified GitHub 5 KB (embedded)", ports["hub"],
-                             github_requests(f"/hooks/{gh_source}", n), args.connections, {202}, health=True),
+                    _measure(
+                        "bare async route (Starlette), 5 KB",
+                        ports["async"],
+                        github_requests("/hooks/src_x", n),
+                        args.connections,
+                        {202},
+                    ),
+                    _measure(
+                        "hub: verified GitHub 5 KB (embedded)",
+                        ports["hub"],
+                        github_requests(f"/hooks/{gh_source}", n),
+                        args.connections,
+                        {202},
+                        health=True,
+                    ),
                 ]
-                rows[1]["processed_rps"] = rows[1]["n"] / _wait_processed(home, rows[1]["began"], rows[1]["n"])
-                rows.append(_measure("hub: verified Discord Ed25519", ports["hub"],
-                                     discord_requests(f"/hooks/{dc_source}", n), args.connections, {200}))
+                rows[1]["processed_rps"] = rows[1]["n"] / _wait_processed(
+                    home, rows[1]["began"], rows[1]["n"]
+                )
+                rows.append(
+                    _measure(
+                        "hub: verified Discord Ed25519",
+                        ports["hub"],
+                        discord_requests(f"/hooks/{dc_source}", n),
+                        args.connections,
+                        {200},
+                    )
+                )
                 _wait_processed(home, rows[2]["began"], rows[2]["n"])
                 if redis:
                     rows += [
-                        _measure("ack path only (rq hand-off): GitHub 5 KB", ports["acks"],
-                                 github_requests(f"/hooks/{gh2}", n), args.connections, {202}, health=True),
+                        _measure(
+                            "ack path only (rq hand-off): GitHub 5 KB",
+                            ports["acks"],
+                            github_requests(f"/hooks/{gh2}", n),
+                            args.connections,
+                            {202},
+                            health=True,
+                        ),
                     ]
                 bare = rows[0]["rps"]
                 for r in rows:
@@ -299,31 +374,48 @@ def main() -> None:
                     if "processed_rps" in r:
                         r["processed_ratio"] = r["processed_rps"] / bare
                     table.setdefault(r["name"], []).append(r)
-            flask = _measure("bare Flask (a2wsgi on uvicorn), 5 KB", ports["flask"],
-                             github_requests("/hooks/src_x", n), args.connections, {202})
+            flask = _measure(
+                "bare Flask (a2wsgi on uvicorn), 5 KB",
+                ports["flask"],
+                github_requests("/hooks/src_x", n),
+                args.connections,
+                {202},
+            )
         finally:
             for p in procs:
                 p.terminate()
             for p in procs:
                 p.wait(timeout=10)
 
-    print(f"ingest on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; a shared machine: "
-          f"compare ratios), SQLite, {args.connections} connections, {args.requests} distinct signed requests "
-          f"per target, medians of {args.runs} runs\n")
+    print(
+        f"ingest on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; a shared machine: "
+        f"compare ratios), SQLite, {args.connections} connections, {args.requests} distinct signed requests "
+        f"per target, medians of {args.runs} runs\n"
+    )
     print(f"{'target':44} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'vs bare':>8} {'health p99':>11}")
     for name, rows in table.items():
         hp = _median(rows, "health_p99")
-        print(f"{name:44} {_median(rows, 'rps'):7.0f} {_median(rows, 'p50'):7.2f} {_median(rows, 'p99'):7.2f} "
-              f"{_median(rows, 'ratio'):8.0%} {'' if math.isnan(hp) else f'{hp:8.1f} ms':>11}")
-    print(f"{flask['name']:44} {flask['rps']:7.0f} {flask['p50']:7.2f} {flask['p99']:7.2f}   (one run, for reference)")
+        print(
+            f"{name:44} {_median(rows, 'rps'):7.0f} {_median(rows, 'p50'):7.2f} {_median(rows, 'p99'):7.2f} "
+            f"{_median(rows, 'ratio'):8.0%} {'' if math.isnan(hp) else f'{hp:8.1f} ms':>11}"
+        )
+    print(
+        f"{flask['name']:44} {flask['rps']:7.0f} {flask['p50']:7.2f} {flask['p99']:7.2f}   (one run, for reference)"
+    )
     hub = table["hub: verified GitHub 5 KB (embedded)"]
     print("\ngoals (issue 11), each as a ratio to the bare async route measured in the same run:")
-    print(f"  verified ingest acked      {_median(hub, 'ratio'):6.0%} of bare (goal >= 60 %), "
-          f"p99 {_median(hub, 'p99'):.1f} ms (goal <= 25 ms)")
-    print(f"  processed end to end       {_median(hub, 'processed_ratio'):6.0%} of bare (goal >= 15 %), "
-          f"{_median(hub, 'processed_rps'):.0f}/s vs {_median(hub, 'rps'):.0f}/s acked")
+    print(
+        f"  verified ingest acked      {_median(hub, 'ratio'):6.0%} of bare (goal >= 60 %), "
+        f"p99 {_median(hub, 'p99'):.1f} ms (goal <= 25 ms)"
+    )
+    print(
+        f"  processed end to end       {_median(hub, 'processed_ratio'):6.0%} of bare (goal >= 15 %), "
+        f"{_median(hub, 'processed_rps'):.0f}/s vs {_median(hub, 'rps'):.0f}/s acked"
+    )
     print(f"  health p99 under load      {_median(hub, 'health_p99'):6.1f} ms (goal <= 50 ms)")
-    print(f"  bare async route baseline  {_median(table['bare async route (Starlette), 5 KB'], 'rps'):6.0f} req/s")
+    print(
+        f"  bare async route baseline  {_median(table['bare async route (Starlette), 5 KB'], 'rps'):6.0f} req/s"
+    )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import _configure, _port, _read_response, _start, github_requests  # noqa: E402
+from bench.ingest import _configure, _port, _read_response, _start, github_requests
 
 NUMBER = re.compile(r"Bench issue (\d+)")
 
@@ -79,9 +79,13 @@ class Stream:
 
     async def run(self) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        writer.write((f"GET /api/v1/agent/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {self.token}\r\n"
-                      f"X-Switchboard-Session: {self.session_id}\r\n"
-                      "Accept: text/event-stream\r\n\r\n").encode())
+        writer.write(
+            (
+                f"GET /api/v1/agent/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {self.token}\r\n"
+                f"X-Switchboard-Session: {self.session_id}\r\n"
+                "Accept: text/event-stream\r\n\r\n"
+            ).encode()
+        )
         head = await reader.readuntil(b"\r\n\r\n")
         if b" 200 " not in head.split(b"\r\n", 1)[0]:
             raise SystemExit(f"the agent stream answered {head[:200]!r}")
@@ -106,8 +110,9 @@ class Stream:
             writer.close()
 
 
-async def _send(port: int, requests: list[tuple[int, bytes]], connections: int, rate: float | None,
-                sent: dict[int, float]) -> float:
+async def _send(
+    port: int, requests: list[tuple[int, bytes]], connections: int, rate: float | None, sent: dict[int, float]
+) -> float:
     """Send ``(number, raw request)`` pairs; ``rate`` paces the starts (None: as fast as acked)."""
     queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
     for item in requests:
@@ -142,8 +147,9 @@ def _numbered(path: str, first: int, n: int) -> list[tuple[int, bytes]]:
     return list(zip(range(first, first + n), raw, strict=True))
 
 
-async def _latency(port: int, token: str, path: str, first: int, n: int, connections: int,
-                   rate: float | None) -> dict[str, float]:
+async def _latency(
+    port: int, token: str, path: str, first: int, n: int, connections: int, rate: float | None
+) -> dict[str, float]:
     # A fresh session per measure: a session re-attached without Last-Event-ID is sent again
     # the events targeted at it (verdicts it may have missed), wakes included.
     stream = Stream(port, token, f"ses_bench{first}")
@@ -158,11 +164,19 @@ async def _latency(port: int, token: str, path: str, first: int, n: int, connect
     lat = sorted((stream.arrived[k] - sent[k]) * 1000 for k in sent if k in stream.arrived)
     if not lat:
         raise SystemExit("no wake arrived")
-    return {"acked_rps": n / elapsed, "wakes": len(lat), "n": n, "p50": statistics.median(lat),
-            "p99": lat[max(int(len(lat) * 0.99) - 1, 0)], "max": lat[-1]}
+    return {
+        "acked_rps": n / elapsed,
+        "wakes": len(lat),
+        "n": n,
+        "p50": statistics.median(lat),
+        "p99": lat[max(int(len(lat) * 0.99) - 1, 0)],
+        "max": lat[-1],
+    }
 
 
-async def _soak(port: int, pid: int, path: str, first: int, seconds: float, rate: float) -> list[tuple[float, int]]:
+async def _soak(
+    port: int, pid: int, path: str, first: int, seconds: float, rate: float
+) -> list[tuple[float, int]]:
     samples: list[tuple[float, int]] = []
     began = time.perf_counter()
     number = first
@@ -192,31 +206,62 @@ def main() -> None:
             home = Path(tmp) / "embedded"
             gh, _ = _configure(home)
             port = _port()
-            procs.append(_start([exe, "serve", "--port", str(port)], {**env, "SWITCHBOARD_HOME": str(home)}, port))
-            hubs.append(("embedded (SQLite, inline processing)", port, procs[-1].pid, _token(home), f"/hooks/{gh}"))
+            procs.append(
+                _start([exe, "serve", "--port", str(port)], {**env, "SWITCHBOARD_HOME": str(home)}, port)
+            )
+            hubs.append(
+                ("embedded (SQLite, inline processing)", port, procs[-1].pid, _token(home), f"/hooks/{gh}")
+            )
             redis = shutil.which("redis-server")
             if args.rq and redis:
                 home2 = Path(tmp) / "rq"
                 gh2, _ = _configure(home2)
                 rport, port2 = _port(), _port()
-                procs.append(_start([redis, "--port", str(rport), "--save", "", "--appendonly", "no", "--dir", tmp],
-                                    env, rport))
-                env2 = {**env, "SWITCHBOARD_HOME": str(home2), "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{rport}/0"}
+                procs.append(
+                    _start(
+                        [redis, "--port", str(rport), "--save", "", "--appendonly", "no", "--dir", tmp],
+                        env,
+                        rport,
+                    )
+                )
+                env2 = {
+                    **env,
+                    "SWITCHBOARD_HOME": str(home2),
+                    "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{rport}/0",
+                }
                 procs.append(_start([exe, "serve", "--port", str(port2)], env2, port2))
                 serve_pid = procs[-1].pid
-                procs.append(subprocess.Popen([exe, "worker"], env=env2, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL))
+                procs.append(
+                    subprocess.Popen(
+                        [exe, "worker"],
+                        env=env2,
+                        cwd=ROOT,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
                 hubs.append(("rq (Redis, one worker)", port2, serve_pid, _token(home2), f"/hooks/{gh2}"))
 
-            print(f"delivery -> wake on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; shared machine), "
-                  f"{args.deliveries} distinct signed 5 KB GitHub deliveries per measure, {args.connections} connections")
-            print(f"{'hub':38} {'load':>18} {'acked/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+            print(
+                f"delivery -> wake on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; shared machine), "
+                f"{args.deliveries} distinct signed 5 KB GitHub deliveries per measure, {args.connections} connections"
+            )
+            print(
+                f"{'hub':38} {'load':>18} {'acked/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+            )
             for name, port, pid, token, path in hubs:
                 asyncio.run(_latency(port, token, path, 10**6, 100, args.connections, None))  # warm-up
-                for label, rate, first in (("full speed", None, 0), (f"paced {args.rate:.0f}/s", args.rate, 10**5)):
-                    r = asyncio.run(_latency(port, token, path, first, args.deliveries, args.connections, rate))
-                    print(f"{name:38} {label:>18} {r['acked_rps']:8.0f} {r['wakes']:>5}/{r['n']:<5} "
-                          f"{r['p50']:8.1f} {r['p99']:8.1f} {r['max']:8.1f}")
+                for label, rate, first in (
+                    ("full speed", None, 0),
+                    (f"paced {args.rate:.0f}/s", args.rate, 10**5),
+                ):
+                    r = asyncio.run(
+                        _latency(port, token, path, first, args.deliveries, args.connections, rate)
+                    )
+                    print(
+                        f"{name:38} {label:>18} {r['acked_rps']:8.0f} {r['wakes']:>5}/{r['n']:<5} "
+                        f"{r['p50']:8.1f} {r['p99']:8.1f} {r['max']:8.1f}"
+                    )
             print("goals: p99 <= 100 ms embedded, <= 250 ms with rq")
 
             if args.soak:
@@ -226,8 +271,10 @@ def main() -> None:
                 warm = samples[min(2, len(samples) - 1)][1]  # after 30 s: caches and pools are full
                 last, peak = samples[-1][1], max(kib for _, kib in samples)
                 print("  " + ", ".join(f"{t:.0f}s {kib / 1024:.0f}" for t, kib in samples) + " (MiB)")
-                print(f"  RSS after warm-up {warm / 1024:.1f} MiB, last {last / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB; "
-                      f"last / warm-up {last / warm:.3f} (goal 0.90-1.10)")
+                print(
+                    f"  RSS after warm-up {warm / 1024:.1f} MiB, last {last / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB; "
+                    f"last / warm-up {last / warm:.3f} (goal 0.90-1.10)"
+                )
         finally:
             for p in procs:
                 p.terminate()

@@ -17,6 +17,7 @@ SMALL = {
     "guard.py": ["--requests", "50", "--rounds", "1"],
     "intake.py": ["--runs", "3", "--kb", "5"],
     "cli_start.py": ["--runs", "1"],
+    "wake.py": ["--deliveries", "20", "--rate", "200"],
     "queue.py": ["--claimers", "2", "--todos", "40", "--sizes", "1000", "--no-postgres", "--runs", "1"],
 }
 
