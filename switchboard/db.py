@@ -22,14 +22,15 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.exc import InterfaceError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Session
 
 from switchboard.config import Settings
 from switchboard.errors import DependencyUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+WAL_AUTOCHECKPOINT_PAGES = 10_000  # 4 KiB pages: about 40 MB of WAL between checkpoints
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 
 
 def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
@@ -50,6 +51,12 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoint (copy the WAL into the database file and fsync) every ~40 MB of WAL rather
+        # than SQLite's default 4 MB: the checkpoint runs inside a writer's COMMIT, under the
+        # writer lock, and a claim+complete rewrites the same few pages, which one checkpoint
+        # copies once (issue 11). The file is cut back to 64 MB after a checkpoint.
+        cur.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -113,25 +120,37 @@ class Database:
             DependencyUnavailable: when the database cannot be reached.
         """
         lock = self._write_lock
-        fd = None
-        if lock is not None:
-            lock.acquire()
-            try:
-                fd = self._writer_fd()
-                if fd is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError:
-                fd = None  # no lock file (read-only folder): SQLite's busy timeout still applies
-        try:
+        if lock is None:
             with _translate_driver_errors():
                 with Session(self.engine, expire_on_commit=False) as session:
                     with session.begin():
                         yield session
+            return
+        # SQLite: check the connection out of the pool and build the session before taking the
+        # writer lock, and give the lock back right after COMMIT, before the connection goes
+        # back to the pool: only the transaction itself runs under the lock (issue 11).
+        with _translate_driver_errors():
+            conn = self.engine.connect()
+        try:
+            with Session(bind=conn, expire_on_commit=False) as session:
+                fd = None
+                lock.acquire()
+                try:
+                    try:
+                        fd = self._writer_fd()
+                        if fd is not None:
+                            fcntl.flock(fd, fcntl.LOCK_EX)
+                    except OSError:
+                        fd = None  # no lock file (read-only folder): SQLite's busy timeout still applies
+                    with _translate_driver_errors():
+                        with session.begin():
+                            yield session
+                finally:
+                    if fd is not None:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                    lock.release()
         finally:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            if lock is not None:
-                lock.release()
+            conn.close()
 
     @contextmanager
     def read(self) -> Iterator[Session]:

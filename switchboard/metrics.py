@@ -136,12 +136,12 @@ class StateCollector(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         from sqlalchemy import func, select
 
-        from switchboard.models import InboxItem, Todo
+        from switchboard.models import InboxItem, Todo, in_state
 
         with self.hub.db.read() as s:
             by_state = dict(s.execute(select(Todo.state, func.count()).group_by(Todo.state)).all())
             dead = s.execute(select(func.count()).select_from(Todo).where(
-                Todo.state == "failed", Todo.next_retry_at.is_(None))).scalar_one()  # type: ignore[union-attr]
+                in_state(Todo.state, "failed"), Todo.next_retry_at.is_(None))).scalar_one()  # type: ignore[union-attr]
             waiting = s.execute(select(func.count()).select_from(InboxItem).where(
                 InboxItem.status == "open")).scalar_one()
         todos = GaugeMetricFamily("switchboard_todos", "Todos by state.", labels=["state"])

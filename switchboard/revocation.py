@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.errors import NotFound
-from switchboard.models import Agent, Grant, HumanToken, ProjectOwner, Subscription, Todo, Token
+from switchboard.models import Agent, Grant, HumanToken, ProjectOwner, Subscription, Todo, Token, in_state
 
 
 def _agent(session: Session, name: object, owner_human_id: str | None) -> Agent:
@@ -110,7 +110,7 @@ def revoke_grant(session: Session, agent_name: object, project_name: object,
 
 
 def _unassign(session: Session, agent_id: str, project_id: str | None) -> None:
-    query = update(Todo).where(Todo.assigned_agent_id == agent_id, Todo.state == "pending")
+    query = update(Todo).where(Todo.assigned_agent_id == agent_id, in_state(Todo.state, "pending"))
     if project_id is not None:
         query = query.where(Todo.project_id == project_id)
     # Unassigned work is rung again to whoever may take it.

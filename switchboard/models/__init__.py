@@ -26,7 +26,7 @@ from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.stamps import ChangeStamp
 from switchboard.models.web import LoginLink, WebSession
-from switchboard.models.work import Attempt, FeedEvent, Todo
+from switchboard.models.work import Attempt, FeedEvent, Todo, in_state
 
 metadata = SQLModel.metadata
 
@@ -58,5 +58,6 @@ __all__ = [
     "Todo",
     "Token",
     "WebSession",
+    "in_state",
     "metadata",
 ]

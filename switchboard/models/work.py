@@ -14,6 +14,23 @@ from switchboard.models.base import json_column, new_id, time_column
 TODO_STATES = ("pending", "claimed", "done", "failed", "cancelled")
 
 
+def _where(state: str) -> dict[str, Any]:
+    clause = sa.text(f"state = '{state}'")
+    return {"sqlite_where": clause, "postgresql_where": clause}
+
+
+def in_state(column: Any, state: str) -> Any:
+    """``column = '<state>'`` with the state as a SQL literal, not a bound parameter, so that
+    SQLite and PostgreSQL (generic plans included) can use the partial indexes of ``todos``.
+
+    Raises:
+        ValueError: ``state`` is not one of :data:`TODO_STATES` (a programming error).
+    """
+    if state not in TODO_STATES:
+        raise ValueError(f"unknown todo state {state!r}")
+    return column == sa.literal_column(f"'{state}'")
+
+
 class Todo(SQLModel, table=True):
     """A unit of work in a project's named queue (DESIGN.md §6.2).
 
@@ -26,12 +43,33 @@ class Todo(SQLModel, table=True):
 
     __tablename__ = "todos"
     __table_args__ = (
+        # Partial indexes (issue 11): each holds only the todos in the one state its reader looks
+        # for, so a state change updates at most two of them, and ``done`` todos (most of a big
+        # table) sit in none. Queries name the state as a SQL literal (:func:`in_state`): a
+        # partial index serves only a WHERE that repeats its predicate.
         # Claim-next reads these in order: priority first (highest), then oldest, then id.
-        sa.Index("ix_todos_claim_queue", "project_id", "queue", "state", sa.text("priority DESC"), "created_at", "id"),
-        sa.Index("ix_todos_claim_any", "project_id", "state", sa.text("priority DESC"), "created_at", "id"),
-        sa.Index("ix_todos_lease", "state", "lease_expires_at"),
-        sa.Index("ix_todos_retry", "state", "next_retry_at"),
-        sa.Index("ix_todos_ring", "state", "rung_at"),
+        sa.Index(
+            "ix_todos_claim_queue",
+            "project_id",
+            "queue",
+            sa.text("priority DESC"),
+            "created_at",
+            "id",
+            **_where("pending"),
+        ),
+        sa.Index(
+            "ix_todos_claim_any",
+            "project_id",
+            sa.text("priority DESC"),
+            "created_at",
+            "id",
+            **_where("pending"),
+        ),
+        sa.Index("ix_todos_lease", "lease_expires_at", **_where("claimed")),
+        sa.Index("ix_todos_retry", "next_retry_at", **_where("failed")),
+        sa.Index("ix_todos_ring", "rung_at", **_where("pending")),
+        # Lists and their cursors (every state), in (created_at, id) order per project.
+        sa.Index("ix_todos_project_created", "project_id", "created_at", "id"),
     )
 
     id: str = Field(default_factory=lambda: new_id("td"), primary_key=True, max_length=40)
@@ -94,8 +132,9 @@ class FeedEvent(SQLModel, table=True):
 
     id: int | None = Field(
         default=None,
-        sa_column=sa.Column(sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True,
-                            autoincrement=True),
+        sa_column=sa.Column(
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
+        ),
     )
     # None for events about a human rather than a project (permission prompts, friend requests).
     project_id: str | None = Field(default=None, foreign_key="projects.id", max_length=40)

@@ -26,7 +26,7 @@ from sqlalchemy import func, or_, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock
-from switchboard.models import AgentSession, Grant, Project, Source, Todo
+from switchboard.models import AgentSession, Grant, Project, Source, Todo, in_state
 from switchboard.notify import sessions
 from switchboard.text import readable
 
@@ -157,7 +157,7 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     now = clock.now()
     cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
     candidates = session.execute(
-        select(Todo).where(Todo.state == "pending", Todo.ring_count < MAX_RINGS)
+        select(Todo).where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
         .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
         .order_by(Todo.rung_at).limit(limit)
     ).scalars().all()
@@ -199,7 +199,7 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
 
 def _eligible(agent_id: str) -> Any:
     work = select(Grant.project_id).where(Grant.agent_id == agent_id, Grant.role == "work")
-    return (Todo.state == "pending") & or_(
+    return in_state(Todo.state, "pending") & or_(
         Todo.assigned_agent_id == agent_id,
         Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work),  # type: ignore[union-attr,attr-defined]
     )

@@ -30,7 +30,7 @@ from sqlmodel import Session
 from switchboard.clock import Clock, SystemClock, iso
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
-from switchboard.models import Attempt, Todo
+from switchboard.models import Attempt, Todo, in_state
 from switchboard.models.base import new_id
 from switchboard.queue.todos import claim_view, readable, require_work, row
 from switchboard.scope import resolve_projects
@@ -89,7 +89,7 @@ def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool) -> Any:
         else:
             pick = (
                 select(TODOS.c.id)
-                .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), TODOS.c.state == "pending")
+                .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), in_state(TODOS.c.state, "pending"))
                 .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
                 .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
                 .limit(1)
@@ -101,7 +101,7 @@ def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool) -> Any:
             target = pick.scalar_subquery()
         stmt = (
             update(TODOS)
-            .where(TODOS.c.id == target, TODOS.c.state == "pending")
+            .where(TODOS.c.id == target, in_state(TODOS.c.state, "pending"))
             .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
             .values(state="claimed", claimed_by=agent, lease_token=bindparam("b_token"),
                     lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
@@ -123,7 +123,7 @@ def _complete_statement(fence: str) -> Any:
         now = bindparam("b_now", type_=TODOS.c.updated_at.type)
         stmt = (
             update(TODOS)
-            .where(TODOS.c.id == bindparam("b_id"), TODOS.c.state == "claimed",
+            .where(TODOS.c.id == bindparam("b_id"), in_state(TODOS.c.state, "claimed"),
                    TODOS.c.claimed_by == bindparam("b_agent"), TODOS.c.lease_expires_at > now,
                    TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)))
             .values(state="done", result=bindparam("b_result", type_=TODOS.c.result.type), lease_token=None,
@@ -381,7 +381,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
     requeued: list[str] = []
     expired = session.execute(
-        select(Todo).where(Todo.state == "claimed", Todo.lease_expires_at <= now)  # type: ignore[operator]
+        select(Todo).where(in_state(Todo.state, "claimed"), Todo.lease_expires_at <= now)  # type: ignore[operator]
         .order_by(Todo.lease_expires_at).limit(limit)
     ).scalars().all()
     for todo in expired:
@@ -409,7 +409,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
             feed.append(session, clock, todo.project_id, "todo.dead_lettered", todo.title, subject_id=todo.id,
                         data={"failures": failures, "reason": "lease_expired"})
     due_ids = session.execute(
-        select(Todo.id).where(Todo.state == "failed", Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
+        select(Todo.id).where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
                               Todo.next_retry_at <= now).limit(limit)  # type: ignore[operator]
     ).scalars().all()
     for todo_id in due_ids:

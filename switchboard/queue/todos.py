@@ -16,7 +16,7 @@ from switchboard import paging
 from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
-from switchboard.models import Attempt, Grant, Todo
+from switchboard.models import Attempt, Grant, Todo, in_state
 from switchboard.scope import resolve_projects
 
 MAX_LIST_LIMIT = 200
@@ -166,9 +166,9 @@ def page_of(session: Session, project_ids: list[str] | None, *, queue: str | Non
     if queue is not None:
         query = query.where(Todo.queue == queue)
     if dead_letters:
-        query = query.where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
+        query = query.where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
     elif state is not None:
-        query = query.where(Todo.state == state)
+        query = query.where(in_state(Todo.state, state))
     rows = session.execute(query.order_by(Todo.created_at, Todo.id).limit(limit + 1)).scalars().all()
     kept, next_cursor = paging.page(rows, limit, LIST_NAME, _KEY, lambda t: (t.created_at, t.id))
     return {"todos": [row(t) for t in kept], "has_more": next_cursor is not None, "next_cursor": next_cursor}
@@ -211,7 +211,7 @@ def get(session: Session, grants: dict[str, str], todo_id: str) -> dict[str, Any
 
 def list_dead_letters(session: Session, project_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
     """Dead-lettered todos (``failed`` with no retry due), oldest first."""
-    query = select(Todo).where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
+    query = select(Todo).where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
     if project_id is not None:
         query = query.where(Todo.project_id == project_id)
     return [row(t) for t in session.execute(query.order_by(Todo.updated_at).limit(limit)).scalars()]

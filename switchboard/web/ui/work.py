@@ -24,7 +24,7 @@ from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.intake import quarantine
 from switchboard.intake.channel_break import breaks_channel
-from switchboard.models import Agent, Delivery, FeedEvent, Grant, Human, ProjectOwner, Todo
+from switchboard.models import Agent, Delivery, FeedEvent, Grant, Human, ProjectOwner, Todo, in_state
 from switchboard.queue import todos
 from switchboard.sources.github import one_line
 from switchboard.web.ui.base import bp, hub, owned_project, write_session
@@ -135,9 +135,9 @@ def todos_page() -> Any:
             if queue:
                 query = query.where(Todo.queue == queue)
             if state == "dead":
-                query = query.where(Todo.state == "failed", Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
+                query = query.where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
             elif state:
-                query = query.where(Todo.state == state)
+                query = query.where(in_state(Todo.state, state))
             rows = s.execute(query.order_by(Todo.created_at.desc(), Todo.id).limit(TODO_PAGE + 1)).all()  # type: ignore[attr-defined]
         agents = _granted_agents(s, list(g.owned)) if g.owned else {}
     shown = []
