@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def create_flask_app(hub: Hub) -> Flask:
-    """The Flask app for ``hub``: ``/``, ``/api/v1/health``, the agent and human REST routes and
+    """The Flask app for ``hub``: ``/``, the agent and human REST routes and
     the OpenAPI document ``/api/v1/openapi.json``."""
     app = Flask("switchboard")
     app.config["HUB"] = hub
@@ -32,20 +32,6 @@ def create_flask_app(hub: Hub) -> Flask:
         return jsonify({"service": "switchboard", "version": __version__, "ui": "/ui/",
                         "openapi": "/api/v1/openapi.json", "docs": "README.md", "mcp": "/mcp",
                         "hooks": "/hooks/<source_id>"})
-
-    @app.get("/api/v1/health")
-    def health() -> Any:
-        """Liveness: the process answers (and which database and job mode it runs).
-        ---
-        get:
-          summary: Liveness
-          responses:
-            200: {description: '{"status": "ok", "database": "sqlite|postgresql", "jobs": "inline|rq"}'}
-        """
-        with hub.db.read() as s:
-            s.execute(__import__("sqlalchemy").text("select 1"))
-        return jsonify({"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
-                        "jobs": "rq" if hub.settings.redis_url else "inline"})
 
     # REST by caller: agents (Bearer sbk_) under /api/v1, humans (Bearer sbh_) under /api/v1/human.
     from switchboard.web import (

@@ -95,6 +95,10 @@ _BY_HAND: dict[str, dict[str, Any]] = {
                          description="MCP protocol endpoint; GET opens the server stream, DELETE ends a session."),
              "get": _op("MCP server-sent stream", "agent", {"200": {"description": "text/event-stream"}}),
              "delete": _op("End an MCP session", "agent", {"200": {"description": "session ended"}})},
+    "/api/v1/health": {"get": _op(
+        "Liveness: the process answers (and which database and job mode it runs); never touches the "
+        "database or Redis (readiness is /api/v1/ready)", None,
+        {"200": _json(description='{"status": "ok", "database": "sqlite|postgresql", "jobs": "inline|rq"}')})},
     "/api/v1/agent/tools": {"get": _op("The tool catalogue as JSON (used by the channel adapter)", "agent",
                                        {"200": _json(description="{tools: [{name, description, inputSchema}]}"),
                                         **_problems("401")})},

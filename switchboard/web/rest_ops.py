@@ -5,7 +5,7 @@
 | ``GET /api/v1/ready`` | 200 when the database answers, its schema is at head and Redis (when configured) answers; else 503 problem details naming each failed check |
 | ``GET /metrics`` | Prometheus exposition (:mod:`switchboard.metrics`); ``Authorization: Bearer <SWITCHBOARD_METRICS_TOKEN>`` when that is set |
 
-``/api/v1/health`` (in :mod:`switchboard.web.flask_app`) says only that the process answers:
+``/api/v1/health`` (in :mod:`switchboard.web.asgi`, on the event loop) says only that the process answers:
 a load balancer uses ``ready`` to take a host in or out, an orchestrator ``health`` to restart.
 """
 
