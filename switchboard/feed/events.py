@@ -57,9 +57,13 @@ def append(
 
 
 def record(session: Session, clock: Clock, project_id: str, kind: str, title: str,
-           subject_id: str | None = None, data: dict[str, Any] | None = None) -> None:
-    """Append one event with a single INSERT (no origin key, nothing returned): the hot path
-    for ``todo.claimed`` and ``todo.completed``.
+           subject_id: str | None = None, data: dict[str, Any] | None = None, origin_key: str | None = None) -> None:
+    """Append one event with a single INSERT (nothing read, nothing returned): the hot path for
+    ``todo.claimed``, ``todo.completed`` and a new todo's ``todo.created``.
+
+    Args:
+        origin_key: stored as given; only for a key no event can hold yet (e.g. one built from
+            a todo id made in this transaction). Use :func:`append` when the key may exist.
 
     Raises:
         ValueError: unknown kind (a programming error).
@@ -67,7 +71,8 @@ def record(session: Session, clock: Clock, project_id: str, kind: str, title: st
     if kind not in KINDS:
         raise ValueError(f"unknown feed event kind {kind!r}")
     session.connection().execute(_RECORD, {"project_id": project_id, "kind": kind, "title": title,
-                                           "subject_id": subject_id, "data": data, "created_at": clock.now()})
+                                           "subject_id": subject_id, "data": data, "created_at": clock.now(),
+                                           "origin_key": origin_key})
 
 
 FEED = FeedEvent.__table__  # type: ignore[attr-defined]

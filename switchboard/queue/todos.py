@@ -52,7 +52,8 @@ def create(
                 created_at=now, updated_at=now)
     session.add(todo)
     session.flush()
-    feed.append(session, clock, project_id, "todo.created", title, subject_id=todo.id,
+    # The todo id is new in this transaction, so no event holds this origin key yet: one INSERT.
+    feed.record(session, clock, project_id, "todo.created", title, subject_id=todo.id,
                 data={"queue": queue, "kind": kind}, origin_key=f"{todo.id}:created")
     return todo, True
 
