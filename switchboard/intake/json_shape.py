@@ -41,30 +41,29 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# A JSON string from its opening quote: escapes skipped, up to the closing quote or, when it is
+# never closed, to the end of the text (as a character walk treats it). Possessive quantifiers
+# and a match from every quote keep it linear on any input.
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
 def depth_of_text(text: str, limit: int = MAX_DEPTH) -> int:
     """The bracket nesting depth of JSON ``text`` (strings skipped), stopping past ``limit``.
 
     Linear and non-recursive, so it runs before the recursive parser ever sees a deep value.
+    The strings are cut out by a regular expression and only the brackets left are walked in
+    Python (issue 11: a loop over every character of a 5 KB body cost about 0.3 ms a request).
     """
     depth = peak = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+    for ch in _BRACKETS.findall(_STRING.sub("", text)):
+        if ch in "[{":
             depth += 1
             if depth > peak:
                 peak = depth
                 if peak > limit:
                     return peak
-        elif ch in "]}":
+        else:
             depth -= 1
     return peak
 
