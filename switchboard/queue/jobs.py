@@ -31,7 +31,8 @@ from switchboard.intake.channel_break import Break
 from switchboard.models import Delivery, Grant, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
-from switchboard.notify.wakes import Wake, route
+from switchboard.notify import sessions
+from switchboard.notify.wakes import Wake
 from switchboard.queue import todos
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
@@ -61,11 +62,18 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
     is ``received``.
     """
     with hub.db.read() as session:
-        rows = {d.id: d for d in session.execute(
-            select(Delivery).where(Delivery.id.in_(delivery_ids))).scalars()}  # type: ignore[attr-defined]
+        rows = {
+            d.id: d for d in session.execute(select(Delivery).where(Delivery.id.in_(delivery_ids))).scalars()
+        }  # type: ignore[attr-defined]
         wanted = {d.source_id for d in rows.values() if d.status == "received"}
-        sources = {src.id: (src.provider, src.queue) for src in session.execute(
-            select(Source).where(Source.id.in_(wanted))).scalars()} if wanted else {}  # type: ignore[attr-defined]
+        sources = (
+            {
+                src.id: (src.provider, src.queue)
+                for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()
+            }
+            if wanted
+            else {}
+        )  # type: ignore[attr-defined]
     out: list[_Prepared | None] = []
     for delivery_id in delivery_ids:
         delivery = rows.get(delivery_id)
@@ -80,7 +88,9 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
         except InvalidArgument as exc:  # MalformedPayload, MalformedRequest
             out.append(_Prepared(delivery_id, parse_error=exc))
             continue
-        out.append(_Prepared(delivery_id, envelope, screening.screen(body, headers, envelope, adapter, queue)))
+        out.append(
+            _Prepared(delivery_id, envelope, screening.screen(body, headers, envelope, adapter, queue))
+        )
     return out
 
 
@@ -108,11 +118,12 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     decided_for: list[str] = []  # agents whose prompt a chat verdict decided
     with hub.db.write() as session:
         cache = _directory_cache(hub, session)
+        picker = sessions.Picker(session, hub.clock)
         for item in prepared:
             if item is None:
                 statuses.append(None)
                 continue
-            status, wake, received_at = _apply(hub, session, item, cache, decided_for)
+            status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for)
             statuses.append(status)
             if wake is not None:
                 wakes.append((wake, received_at))
@@ -149,8 +160,11 @@ class DirectoryCache:
 
     def attribute(self, session: Session, sender: Any, source: Source) -> Attribution:
         """:func:`~switchboard.intake.attribution.attribute`, remembered per source and sender."""
-        key = (source.id, None) if sender is None else (
-            source.id, sender.provider, sender.workspace, sender.external_id, bool(sender.is_bot))
+        key = (
+            (source.id, None)
+            if sender is None
+            else (source.id, sender.provider, sender.workspace, sender.external_id, bool(sender.is_bot))
+        )
         found = self.attributions.get(key)
         if found is None:
             found = self.attributions[key] = attribute(session, sender, source)
@@ -160,9 +174,15 @@ class DirectoryCache:
         """The project's name and its agents with ``work`` (oldest grant first), as ``wake_for``."""
         found = self.recipients.get(project_id)
         if found is None:
-            agents = list(session.execute(
-                select(Grant.agent_id).where(Grant.project_id == project_id, Grant.role == "work")
-                .order_by(Grant.created_at)).scalars().all())
+            agents = list(
+                session.execute(
+                    select(Grant.agent_id)
+                    .where(Grant.project_id == project_id, Grant.role == "work")
+                    .order_by(Grant.created_at)
+                )
+                .scalars()
+                .all()
+            )
             name = session.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
             found = self.recipients[project_id] = (name, agents)
         return found
@@ -184,8 +204,14 @@ def _directory_cache(hub: Hub, session: Session) -> DirectoryCache:
     return cache
 
 
-def _apply(hub: Hub, session: Session, item: _Prepared, cache: DirectoryCache,
-           decided_for: list[str]) -> tuple[str | None, Wake | None, Any]:
+def _apply(
+    hub: Hub,
+    session: Session,
+    item: _Prepared,
+    cache: DirectoryCache,
+    picker: sessions.Picker,
+    decided_for: list[str],
+) -> tuple[str | None, Wake | None, Any]:
     """The database half of processing, in the caller's write transaction.
 
     ``decided_for`` collects the agents whose permission prompt a chat verdict decided, so the
@@ -216,14 +242,26 @@ def _apply(hub: Hub, session: Session, item: _Prepared, cache: DirectoryCache,
     delivery.event = envelope.kind[:100]
     if screened.rejected is not None:
         metrics.delivery_outcome(source.provider, "rejected")
-        return _reject(hub, session, delivery, project_id, envelope.kind, screened.rejected), None, delivery.received_at
+        return (
+            _reject(hub, session, delivery, project_id, envelope.kind, screened.rejected),
+            None,
+            delivery.received_at,
+        )
     assert screened.envelope is not None
     envelope = screened.envelope
 
     if envelope.event == "ping":
         delivery.status = "processed"
-        feed.append(session, hub.clock, project_id, "delivery.received", envelope.summary or "Ping",
-                    subject_id=delivery.id, data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
+        feed.append(
+            session,
+            hub.clock,
+            project_id,
+            "delivery.received",
+            envelope.summary or "Ping",
+            subject_id=delivery.id,
+            data={"kind": envelope.kind},
+            origin_key=f"{delivery.id}:received",
+        )
         return delivery.status, None, delivery.received_at
 
     sender = envelope.sender
@@ -240,44 +278,86 @@ def _apply(hub: Hub, session: Session, item: _Prepared, cache: DirectoryCache,
     if who.human_id is None:
         delivery.status, delivery.quarantine_reason = "quarantined", who.reason
         metrics.delivery_outcome(source.provider, "quarantined")
-        feed.append(session, hub.clock, project_id, "delivery.quarantined",
-                    f"Quarantined {envelope.kind} delivery: {who.reason}", subject_id=delivery.id,
-                    data={"reason": who.reason, "kind": envelope.kind},
-                    origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}")
+        feed.append(
+            session,
+            hub.clock,
+            project_id,
+            "delivery.quarantined",
+            f"Quarantined {envelope.kind} delivery: {who.reason}",
+            subject_id=delivery.id,
+            data={"reason": who.reason, "kind": envelope.kind},
+            origin_key=f"{delivery.id}:quarantined{':released' if delivery.released_at else ''}",
+        )
         return delivery.status, None, delivery.received_at
     delivery.human_id = who.human_id
     if verdict is not None:
-        return (_consume_verdict(hub, session, delivery, project_id, who.human_id, verdict, decided_for), None,
-                delivery.received_at)
+        return (
+            _consume_verdict(hub, session, delivery, project_id, who.human_id, verdict, decided_for),
+            None,
+            delivery.received_at,
+        )
     if screened.secrets:
-        vault.store(session, vault.load_key_ring(hub.settings), project_id, delivery.id, screened.secrets, now)
+        vault.store(
+            session, vault.load_key_ring(hub.settings), project_id, delivery.id, screened.secrets, now
+        )
 
     if envelope.title is None or not routing.wants_todo(source.provider, source.todo_events, envelope):
         # Not work, or not an event kind the source turns into todos: a feed event only.
         delivery.status = "processed"
-        feed.append(session, hub.clock, project_id, "delivery.received",
-                    envelope.summary or envelope.title or envelope.kind, subject_id=delivery.id,
-                    data={"kind": envelope.kind}, origin_key=f"{delivery.id}:received")
+        feed.append(
+            session,
+            hub.clock,
+            project_id,
+            "delivery.received",
+            envelope.summary or envelope.title or envelope.kind,
+            subject_id=delivery.id,
+            data={"kind": envelope.kind},
+            origin_key=f"{delivery.id}:received",
+        )
         return delivery.status, None, delivery.received_at
 
-    todo, created = todos.create(
-        session, hub.clock, project_id=project_id, queue=source.queue, kind=f"{source.provider}.{envelope.kind}",
-        title=envelope.title, payload=envelope.payload, origin_key=f"delivery:{delivery.id}",
-        source_id=source.id, delivery_id=delivery.id, human_id=who.human_id,
+    kind = f"{source.provider}.{envelope.kind}"
+    todo_id, created = todos.create_rung(
+        session,
+        hub.clock,
+        project_id=project_id,
+        queue=source.queue,
+        kind=kind,
+        title=envelope.title,
+        payload=envelope.payload,
+        origin_key=f"delivery:{delivery.id}",
+        source_id=source.id,
+        delivery_id=delivery.id,
+        human_id=who.human_id,
     )
-    delivery.status, delivery.todo_id = "processed", todo.id
+    delivery.status, delivery.todo_id = "processed", todo_id
     if not created:
         return "processed", None, delivery.received_at
-    # ring(), with the recipients from the cache: a new todo from a delivery is unassigned.
-    todo.rung_at, todo.ring_count = hub.clock.now(), todo.ring_count + 1
+    # ring() with the recipients from the cache and the session from the batch's picker: a new
+    # todo from a delivery is unassigned; its first ring was recorded by create_rung.
     name, agents = cache.recipients_of(session, project_id)
-    wake = Wake(todo.id, name, todo.queue, todo.kind, source.provider, todo.title, list(agents))
+    wake = Wake(todo_id, name, source.queue, kind, source.provider, envelope.title, list(agents))
+    target = picker.pick(wake.agent_ids)
+    if target is None:
+        return "processed", wake, delivery.received_at  # nobody attached: the todo waits (rule 1)
     # Written to the chosen session's stream ledger in this transaction (DESIGN.md §6.5a).
-    return "processed", route(session, hub.clock, wake), delivery.received_at
+    event_id = sessions.emit(session, hub.clock, target[0], target[1], "wake", wake.event_data())
+    return (
+        "processed",
+        replace(wake, agent_id=target[0], session_id=target[1], event_id=event_id),
+        delivery.received_at,
+    )
 
 
-def _consume_verdict(hub: Hub, session: Session, delivery: Delivery, project_id: str, human_id: str,
-                     verdict: tuple[str, str], decided_for: list[str]) -> str:
+def _consume_verdict(
+    hub: Hub,
+    session: Session,
+    delivery: Delivery,
+    project_id: str,
+    human_id: str,
+    verdict: tuple[str, str],
+    decided_for: list[str],
+) -> str:
     """A chat verdict is consumed: no todo, one feed event (DESIGN.md §6.5); it decides the
     human's one open prompt with that id, else it is ignored (and logged by ``apply``)."""
     decision, request_id = verdict
@@ -288,9 +368,16 @@ def _consume_verdict(hub: Hub, session: Session, delivery: Delivery, project_id:
         title = f"Chat verdict: permission prompt {request_id} {decision}d"
     else:
         title = f"Chat verdict ignored: {outcome['outcome']} request id {request_id}"
-    feed.append(session, hub.clock, project_id, "delivery.received", title, subject_id=delivery.id,
-                data={"kind": "chat.verdict", "outcome": outcome["outcome"], "request_id": request_id},
-                origin_key=f"{delivery.id}:received")
+    feed.append(
+        session,
+        hub.clock,
+        project_id,
+        "delivery.received",
+        title,
+        subject_id=delivery.id,
+        data={"kind": "chat.verdict", "outcome": outcome["outcome"], "request_id": request_id},
+        origin_key=f"{delivery.id}:received",
+    )
     return delivery.status
 
 
@@ -306,10 +393,15 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
         delivery.process_failures += 1
         if delivery.process_failures >= MAX_PROCESS_FAILURES:
             delivery.status, delivery.error_code = "failed", "processing_failed"
-            delivery.error_detail = f"processing crashed {delivery.process_failures} times ({type(exc).__name__})"
+            delivery.error_detail = (
+                f"processing crashed {delivery.process_failures} times ({type(exc).__name__})"
+            )
             delivery.processed_at = hub.clock.now()
-            log.error("delivery %s failed processing %d times; marked failed", delivery_id,
-                      delivery.process_failures)
+            log.error(
+                "delivery %s failed processing %d times; marked failed",
+                delivery_id,
+                delivery.process_failures,
+            )
 
 
 _SAFE_KIND = re.compile(r"[^a-z0-9_.-]")
@@ -322,13 +414,23 @@ def _reject(hub: Hub, session: Session, delivery: Delivery, project_id: str, kin
     plain keys, and the kind is cut to ``[a-z0-9_.-]``.
     """
     safe_kind = _SAFE_KIND.sub("_", kind.lower())[:100]
-    delivery.status, delivery.error_code, delivery.error_detail = "rejected", "channel_break", found.path[:500]
+    delivery.status, delivery.error_code, delivery.error_detail = (
+        "rejected",
+        "channel_break",
+        found.path[:500],
+    )
     delivery.event = safe_kind
     delivery.raw_body = None
-    feed.append(session, hub.clock, project_id, "delivery.rejected",
-                f"Rejected {safe_kind} delivery: channel tag at {found.path[:200]}",
-                subject_id=delivery.id, data={"path": found.path[:500], "rule": found.rule},
-                origin_key=f"{delivery.id}:rejected")
+    feed.append(
+        session,
+        hub.clock,
+        project_id,
+        "delivery.rejected",
+        f"Rejected {safe_kind} delivery: channel tag at {found.path[:200]}",
+        subject_id=delivery.id,
+        data={"path": found.path[:500], "rule": found.rule},
+        origin_key=f"{delivery.id}:rejected",
+    )
     return delivery.status
 
 
@@ -342,10 +444,16 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
 
     cutoff = hub.clock.now() - timedelta(seconds=older_than_seconds)
     with hub.db.read() as session:
-        ids = session.execute(
-            select(Delivery.id).where(Delivery.status == "received", Delivery.received_at <= cutoff)
-            .order_by(Delivery.received_at).limit(1000)
-        ).scalars().all()
+        ids = (
+            session.execute(
+                select(Delivery.id)
+                .where(Delivery.status == "received", Delivery.received_at <= cutoff)
+                .order_by(Delivery.received_at)
+                .limit(1000)
+            )
+            .scalars()
+            .all()
+        )
     for delivery_id in ids:
         hub.dispatcher.submit(delivery_id)
     if ids:
@@ -369,8 +477,9 @@ def process_or_record(hub: Hub, delivery_id: str) -> str | None:
     try:
         return process_delivery(hub, delivery_id)
     except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
-        log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id,
-                    type(exc).__name__)
+        log.warning(
+            "processing failed for delivery %s (%s); it will be retried", delivery_id, type(exc).__name__
+        )
         try:
             record_failure(hub, delivery_id, exc)
         except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries

@@ -17,6 +17,7 @@ from switchboard.clock import Clock, iso
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Grant, Todo, in_state
+from switchboard.models.base import new_id
 from switchboard.scope import resolve_projects
 
 MAX_LIST_LIMIT = 200
@@ -47,15 +48,129 @@ def create(
         if existing is not None:
             return existing, False
     now = clock.now()
-    todo = Todo(project_id=project_id, queue=queue, kind=kind, title=title, payload=payload,
-                origin_key=origin_key, source_id=source_id, delivery_id=delivery_id, human_id=human_id,
-                created_at=now, updated_at=now)
+    todo = Todo(
+        project_id=project_id,
+        queue=queue,
+        kind=kind,
+        title=title,
+        payload=payload,
+        origin_key=origin_key,
+        source_id=source_id,
+        delivery_id=delivery_id,
+        human_id=human_id,
+        created_at=now,
+        updated_at=now,
+    )
     session.add(todo)
     session.flush()
     # The todo id is new in this transaction, so no event holds this origin key yet: one INSERT.
-    feed.record(session, clock, project_id, "todo.created", title, subject_id=todo.id,
-                data={"queue": queue, "kind": kind}, origin_key=f"{todo.id}:created")
+    feed.record(
+        session,
+        clock,
+        project_id,
+        "todo.created",
+        title,
+        subject_id=todo.id,
+        data={"queue": queue, "kind": kind},
+        origin_key=f"{todo.id}:created",
+    )
     return todo, True
+
+
+def create_rung(
+    session: Session,
+    clock: Clock,
+    *,
+    project_id: str,
+    queue: str,
+    kind: str,
+    title: str,
+    payload: dict[str, Any] | None,
+    origin_key: str,
+    source_id: str | None = None,
+    delivery_id: str | None = None,
+    human_id: str | None = None,
+) -> tuple[str, bool]:
+    """:func:`create` for processing (issue 11): one ``INSERT ... ON CONFLICT (origin_key) DO
+    NOTHING RETURNING id`` with the first ring already recorded (``rung_at`` now, ``ring_count``
+    1: the caller sends the wake in the same transaction), then the ``todo.created`` event. No
+    ORM object is built.
+
+    Returns:
+        ``(todo id, created)``; ``created`` is False when ``origin_key`` already made a todo
+        (its id is returned, and nothing is written).
+    """
+    now = clock.now()
+    todo_id = new_id("td")
+    stmt = _INSERTS.get(session.get_bind().dialect.name)
+    if stmt is None:
+        stmt = _INSERTS[session.get_bind().dialect.name] = _insert_rung(session.get_bind().dialect.name)
+    inserted = (
+        session.connection()
+        .execute(
+            stmt,
+            {
+                "id": todo_id,
+                "project_id": project_id,
+                "queue": queue,
+                "state": "pending",
+                "kind": kind,
+                "title": title,
+                "payload": payload,
+                "origin_key": origin_key,
+                "source_id": source_id,
+                "delivery_id": delivery_id,
+                "human_id": human_id,
+                "assigned_agent_id": None,
+                "priority": 0,
+                "attempt_count": 0,
+                "failure_count": 0,
+                "max_attempts": MAX_ATTEMPTS,
+                "claimed_by": None,
+                "lease_token": None,
+                "lease_session": None,
+                "lease_expires_at": None,
+                "next_retry_at": None,
+                "rung_at": now,
+                "ring_count": 1,
+                "result": None,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        .first()
+    )
+    if inserted is None:
+        existing = (
+            session.connection()
+            .execute(select(TODOS.c.id).where(TODOS.c.origin_key == origin_key))
+            .scalar_one()
+        )
+        return str(existing), False
+    feed.record(
+        session,
+        clock,
+        project_id,
+        "todo.created",
+        title,
+        subject_id=todo_id,
+        data={"queue": queue, "kind": kind},
+        origin_key=f"{todo_id}:created",
+    )
+    return todo_id, True
+
+
+TODOS = Todo.__table__  # type: ignore[attr-defined]
+MAX_ATTEMPTS = 5
+_INSERTS: dict[str, Any] = {}
+
+
+def _insert_rung(dialect: str) -> Any:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return dialect_insert(TODOS).on_conflict_do_nothing(index_elements=["origin_key"]).returning(TODOS.c.id)
 
 
 def row(todo: Todo, project_name: str | None = None, with_payload: bool = False) -> dict[str, Any]:
@@ -107,8 +222,14 @@ def require_work(grants: dict[str, str], todo: Todo) -> None:
 
 
 def list_todos(
-    session: Session, grants: dict[str, str], *, project: str | None = None, queue: str | None = None,
-    state: str | None = None, limit: int = 50, cursor: str | None = None,
+    session: Session,
+    grants: dict[str, str],
+    *,
+    project: str | None = None,
+    queue: str | None = None,
+    state: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
 ) -> dict[str, Any]:
     """One page of the todos the agent can read, oldest first, without payloads.
 
@@ -130,9 +251,17 @@ LIST_NAME = "todos"
 _KEY = ("time", "str")
 
 
-def page_of(session: Session, project_ids: list[str] | None, *, queue: str | None = None, state: str | None = None,
-            dead_letters: bool = False, limit: int = 50, cursor: str | None = None,
-            max_limit: int = MAX_LIST_LIMIT) -> dict[str, Any]:
+def page_of(
+    session: Session,
+    project_ids: list[str] | None,
+    *,
+    queue: str | None = None,
+    state: str | None = None,
+    dead_letters: bool = False,
+    limit: int = 50,
+    cursor: str | None = None,
+    max_limit: int = MAX_LIST_LIMIT,
+) -> dict[str, Any]:
     """One page of todos in ``project_ids`` in creation order (``created_at``, then id), the
     one todo list behind ``todo_list``, the human REST list and ``switchboard todo list``.
 
@@ -176,9 +305,13 @@ def page_of(session: Session, project_ids: list[str] | None, *, queue: str | Non
 
 
 def claim_view(session: Session, todo: Todo) -> dict[str, Any]:
-    attempt = session.execute(
-        select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
-    ).scalars().first()
+    attempt = (
+        session.execute(
+            select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+        )
+        .scalars()
+        .first()
+    )
     return {
         "todo": row(todo, with_payload=True),
         "lease_token": todo.lease_token,
@@ -192,14 +325,23 @@ def claim_view(session: Session, todo: Todo) -> dict[str, Any]:
     }
 
 
-
-
 def attempts_of(session: Session, todo_id: str) -> list[dict[str, Any]]:
     """The todo's attempts, oldest first: claimant, times (UTC ISO 8601), outcome, summary."""
-    rows = session.execute(select(Attempt).where(Attempt.todo_id == todo_id).order_by(Attempt.number)).scalars()
-    return [{"number": a.number, "agent_id": a.agent_id, "claimed_at": iso(a.claimed_at),
-             "lease_expires_at": iso(a.lease_expires_at), "ended_at": iso(a.ended_at), "outcome": a.outcome,
-             "summary": a.summary} for a in rows]
+    rows = session.execute(
+        select(Attempt).where(Attempt.todo_id == todo_id).order_by(Attempt.number)
+    ).scalars()
+    return [
+        {
+            "number": a.number,
+            "agent_id": a.agent_id,
+            "claimed_at": iso(a.claimed_at),
+            "lease_expires_at": iso(a.lease_expires_at),
+            "ended_at": iso(a.ended_at),
+            "outcome": a.outcome,
+            "summary": a.summary,
+        }
+        for a in rows
+    ]
 
 
 def get(session: Session, grants: dict[str, str], todo_id: str) -> dict[str, Any]:
@@ -210,7 +352,9 @@ def get(session: Session, grants: dict[str, str], todo_id: str) -> dict[str, Any
     return out
 
 
-def list_dead_letters(session: Session, project_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+def list_dead_letters(
+    session: Session, project_id: str | None = None, limit: int = 50
+) -> list[dict[str, Any]]:
     """Dead-lettered todos (``failed`` with no retry due), oldest first."""
     query = select(Todo).where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_(None))  # type: ignore[union-attr]
     if project_id is not None:
@@ -249,9 +393,13 @@ def cancel(session: Session, clock: Clock, todo_id: str) -> dict[str, Any]:
         raise Conflict(f"the todo is already {todo.state}")
     now = clock.now()
     if todo.state == "claimed":
-        attempt = session.execute(
-            select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
-        ).scalars().first()
+        attempt = (
+            session.execute(
+                select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+            )
+            .scalars()
+            .first()
+        )
         if attempt is not None and attempt.outcome is None:
             attempt.ended_at, attempt.outcome = now, "cancelled"
     todo.state, todo.next_retry_at, todo.updated_at = "cancelled", None, now
@@ -272,8 +420,9 @@ def assign(session: Session, clock: Clock, todo_id: str, agent_id: str | None) -
     if todo.state != "pending":
         raise Conflict(f"only a pending todo can be assigned; this one is {todo.state}")
     if agent_id is not None:
-        role = session.execute(select(Grant.role).where(Grant.agent_id == agent_id,
-                                                        Grant.project_id == todo.project_id)).scalar()
+        role = session.execute(
+            select(Grant.role).where(Grant.agent_id == agent_id, Grant.project_id == todo.project_id)
+        ).scalar()
         if role != "work":  # the same answer as an unknown agent (issue 13 item 1)
             raise NotFound("no agent by that name can work on this project")
     todo.assigned_agent_id, todo.updated_at = agent_id, clock.now()
