@@ -85,3 +85,20 @@ def test_concurrent_writers_with_delayed_commits_skip_nothing(hub: Hub) -> None:
         t.join()
     seen += _read_ids(hub, agent_id, position)
     assert len(seen) == writers * per_writer and len(set(seen)) == len(seen) and seen == sorted(seen)
+
+
+def test_a_batch_picker_goes_round_the_live_sessions_least_recently_woken_first(hub: Hub) -> None:
+    # Processing picks the session of many wakes in one transaction (issue 11): the result must be
+    # what one pick() per wake gives, the least recently woken live session each time.
+    agent_id = _agent(hub)
+    with hub.db.write() as s:
+        for name in ("ses_a", "ses_b", "ses_c"):
+            sessions.attach(s, hub.clock, agent_id, name, f"stream_{name}")
+        sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {})  # ses_a was woken last
+    with hub.db.write() as s:
+        picker = sessions.Picker(s, hub.clock)
+        picked = [picker.pick(["ag_nobody", agent_id]) for _ in range(5)]
+    assert [p[1] for p in picked if p] == ["ses_b", "ses_c", "ses_a", "ses_b", "ses_c"]
+    assert {p[0] for p in picked if p} == {agent_id}
+    with hub.db.write() as s:
+        assert sessions.Picker(s, hub.clock).pick(["ag_nobody"]) is None
