@@ -3,25 +3,32 @@ transition, leases, heartbeats, fences, backoff, dead letters, human retry, rele
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from switchboard import admin
+from switchboard.clock import SystemClock
+from switchboard.config import Settings
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
 from switchboard.models import Todo
 from switchboard.notify.wakes import MAX_RINGS, ring_after_seconds
 from switchboard.queue import leases, todos
 from switchboard.queue.leases import backoff_seconds
+from tests.conftest import configure
+from tests.services import fresh_postgres_database
 
 
 def _setup(hub: Hub, max_attempts: int = 5) -> tuple[str, str, dict[str, str]]:
     with hub.db.write() as s:
         agent = admin.agent_by_name(s, "claude1")
         project = admin.project_by_name(s, "acme")
-        todo, _ = todos.create(s, hub.clock, project_id=project.id, queue="reviews", kind="test", title="t",
-                               payload={"n": 1})
+        todo, _ = todos.create(
+            s, hub.clock, project_id=project.id, queue="reviews", kind="test", title="t", payload={"n": 1}
+        )
         todo.max_attempts = max_attempts
         return agent.id, todo.id, admin.grants_of(s, agent.id)
 
@@ -50,8 +57,9 @@ def test_backoff_schedule_doubles_from_30s_capped_at_15min() -> None:
 def test_claim_complete_records_attempt(hub: Hub) -> None:
     agent, tid, grants = _setup(hub)
     claim = _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=60)
-    done = _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"],
-               result="shipped")
+    done = _do(
+        hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"], result="shipped"
+    )
     assert done["state"] == "done" and done["claimed_by"] is None
     (attempt,) = _attempts(hub, tid)
     assert attempt["agent_id"] == agent and attempt["outcome"] == "completed" and attempt["ended_at"]
@@ -269,3 +277,48 @@ def test_rung_but_unclaimed_is_visible_in_the_todo(hub: Hub) -> None:
     assert got["ring_count"] == 2 and got["state"] == "pending" and got["attempts"] == []
     assert got["last_rung_at"] == todos.iso(rung_at)
     assert [(r["id"], r["ring_count"]) for r in listed["todos"] if r["id"] == tid] == [(tid, 2)]
+
+
+class _SkewedClock(SystemClock):
+    """The system clock of a host whose wall clock runs two hours fast."""
+
+    def now(self) -> datetime:
+        return super().now() + timedelta(hours=2)
+
+
+@pytest.mark.parametrize("by_id", [False, True], ids=["next", "by_id"])
+def test_on_postgresql_leases_follow_the_database_clock_not_a_skewed_host(
+    postgres_url: str, tmp_path: Path, by_id: bool
+) -> None:
+    # Issue 18 item 5: servers sharing the database may disagree on the time; one clock, the
+    # database's now(), decides lease times (read inside the claim and complete statements
+    # themselves since issue 11). A host two hours fast must not grant two extra hours.
+    settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
+    configure(settings)
+    hub = Hub(settings, clock=_SkewedClock(), role="cli")
+    try:
+        agent, tid, grants = _setup(hub)
+        before = datetime.now(UTC)
+        claim = _do(
+            hub,
+            leases.claim,
+            agent,
+            grants,
+            lease_seconds=60,
+            **({"todo_id": tid} if by_id else {"project": "acme"}),
+        )
+        after = datetime.now(UTC)
+        assert claim["todo"]["id"] == tid
+        expires = _todo(hub, tid).lease_expires_at
+        assert expires is not None
+        assert before + timedelta(seconds=59) <= expires <= after + timedelta(seconds=61)
+        (attempt,) = _attempts(hub, tid)
+        assert attempt["lease_expires_at"] == claim["lease_expires_at"]
+        assert before - timedelta(seconds=1) <= datetime.fromisoformat(attempt["claimed_at"]) <= after
+        _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"])
+        (attempt,) = _attempts(hub, tid)
+        ended = datetime.fromisoformat(attempt["ended_at"])
+        assert attempt["outcome"] == "completed" and before <= ended <= datetime.now(UTC)
+        assert _todo(hub, tid).updated_at <= datetime.now(UTC)
+    finally:
+        hub.close()
