@@ -3,7 +3,7 @@ over a sustained load.
 
 Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (embedded: inline
 processing), and with ``--rq`` a second one handing jobs to a local ``redis-server`` with one
-``switchboard worker``. An agent with work on the project attaches its stream
+``switchboard worker`` (``--workers N``). An agent with work on the project attaches its stream
 (``GET /api/v1/agent/stream``, what the channel adapter reads) before the load starts. Then, for
 each hub:
 
@@ -17,7 +17,7 @@ each hub:
 
 Usage::
 
-    .venv/bin/python bench/wake.py [--deliveries 1000] [--rate 50] [--rq] [--soak 600]
+    .venv/bin/python bench/wake.py [--deliveries 1000] [--rate 50] [--rq [--workers 2]] [--soak 600]
 
 Machines are shared and noisy: compare the p99 with the goal and the RSS ratio, not absolute
 throughput.
@@ -193,7 +193,10 @@ def main() -> None:
     parser.add_argument("--deliveries", type=int, default=1000)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--rate", type=float, default=50.0, help="paced deliveries per second")
-    parser.add_argument("--rq", action="store_true", help="also a hub on Redis with one rq worker")
+    parser.add_argument("--rq", action="store_true", help="also a hub on Redis with rq workers")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="rq workers with --rq (run 1, then 2: scaling)"
+    )
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of paced load with RSS samples")
     args = parser.parse_args()
 
@@ -231,16 +234,18 @@ def main() -> None:
                 }
                 procs.append(_start([exe, "serve", "--port", str(port2)], env2, port2))
                 serve_pid = procs[-1].pid
-                procs.append(
-                    subprocess.Popen(
-                        [exe, "worker"],
-                        env=env2,
-                        cwd=ROOT,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
+                for _ in range(args.workers):
+                    procs.append(
+                        subprocess.Popen(
+                            [exe, "worker"],
+                            env=env2,
+                            cwd=ROOT,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
                     )
-                )
-                hubs.append(("rq (Redis, one worker)", port2, serve_pid, _token(home2), f"/hooks/{gh2}"))
+                label = f"rq (Redis, {args.workers} worker{'s' if args.workers > 1 else ''})"
+                hubs.append((label, port2, serve_pid, _token(home2), f"/hooks/{gh2}"))
 
             print(
                 f"delivery -> wake on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; shared machine), "
