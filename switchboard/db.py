@@ -126,31 +126,30 @@ class Database:
                     with session.begin():
                         yield session
             return
-        # SQLite: check the connection out of the pool and build the session before taking the
-        # writer lock, and give the lock back right after COMMIT, before the connection goes
-        # back to the pool: only the transaction itself runs under the lock (issue 11).
-        with _translate_driver_errors():
-            conn = self.engine.connect()
-        try:
-            with Session(bind=conn, expire_on_commit=False) as session:
-                fd = None
-                lock.acquire()
-                try:
+        # SQLite: this process's writers queue on the process lock first (so at most one write
+        # connection is checked out per process, however many threads wait); the connection and
+        # the session are ready before the cross-process flock is taken, and the flock is given
+        # back right after COMMIT: only the transaction itself runs under it (issue 11).
+        with lock:
+            with _translate_driver_errors():
+                conn = self.engine.connect()
+            try:
+                with Session(bind=conn, expire_on_commit=False) as session:
+                    fd = None
                     try:
-                        fd = self._writer_fd()
-                        if fd is not None:
-                            fcntl.flock(fd, fcntl.LOCK_EX)
-                    except OSError:
-                        fd = None  # no lock file (read-only folder): SQLite's busy timeout still applies
-                    with _translate_driver_errors():
-                        with session.begin():
+                        try:
+                            fd = self._writer_fd()
+                            if fd is not None:
+                                fcntl.flock(fd, fcntl.LOCK_EX)
+                        except OSError:
+                            fd = None  # no lock file (read-only folder): SQLite's busy timeout still applies
+                        with _translate_driver_errors(), session.begin():
                             yield session
-                finally:
-                    if fd is not None:
-                        fcntl.flock(fd, fcntl.LOCK_UN)
-                    lock.release()
-        finally:
-            conn.close()
+                    finally:
+                        if fd is not None:
+                            fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                conn.close()
 
     @contextmanager
     def read(self) -> Iterator[Session]:

@@ -147,3 +147,46 @@ def test_metrics_sum_serve_and_rq_worker_processes(tmp_path: Path, redis_url: st
         assert after[("switchboard_todos", (("state", "pending"),))] == 1
     finally:
         stop(server.proc)
+
+
+def test_todo_gauges_count_every_state_from_indexes_not_a_table_scan(tmp_path: Path) -> None:
+    # Issue 11 made the state indexes of todos partial; a review found /metrics then counted by
+    # state with a scan of the whole table (payloads and all). Each count now reads an index.
+    from sqlalchemy import event, update
+
+    from switchboard import admin
+    from switchboard.hub import Hub
+    from switchboard.metrics import StateCollector
+    from switchboard.models import Todo
+    from switchboard.queue import todos
+
+    settings = Settings(home=tmp_path)
+    configure(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            project = admin.project_by_name(s, "acme")
+            made = [todos.create(s, hub.clock, project_id=project.id, queue="q", kind="k", title=f"t{i}",
+                                 payload={"n": i})[0].id for i in range(9)]
+        states = ["pending"] * 2 + ["claimed"] * 1 + ["done"] * 3 + ["failed"] * 2 + ["cancelled"]
+        with hub.db.write() as s:
+            for todo_id, state in zip(made, states, strict=True):
+                s.execute(update(Todo).where(Todo.id == todo_id).values(state=state))
+            s.execute(update(Todo).where(Todo.id == made[6]).values(next_retry_at=hub.clock.now()))
+        statements: list[tuple[str, object]] = []
+        event.listen(hub.db.read_engine, "before_cursor_execute",
+                     lambda conn, cur, sql, params, ctx, many: statements.append((sql, params)))
+        gauges = {(m.name, tuple(sorted(sample.labels.items()))): sample.value
+                  for m in StateCollector(hub).collect() for sample in m.samples}
+        assert {state: gauges[("switchboard_todos", (("state", state),))]
+                for state in ("pending", "claimed", "done", "failed", "cancelled")} == \
+            {"pending": 2, "claimed": 1, "done": 3, "failed": 2, "cancelled": 1}
+        assert gauges[("switchboard_dead_letters", ())] == 1 and gauges[("switchboard_claims", ())] == 1
+        todo_queries = [(sql, params) for sql, params in statements if " todos" in sql]
+        assert todo_queries
+        with hub.db.engine.connect() as conn:
+            for sql, params in todo_queries:
+                plan = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
+                assert all("INDEX" in step for step in plan if "todos" in step), (sql, plan)
+    finally:
+        hub.close()

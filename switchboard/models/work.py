@@ -68,6 +68,8 @@ class Todo(SQLModel, table=True):
         sa.Index("ix_todos_lease", "lease_expires_at", **_where("claimed")),
         sa.Index("ix_todos_retry", "next_retry_at", **_where("failed")),
         sa.Index("ix_todos_ring", "rung_at", **_where("pending")),
+        # Cancelled todos are rare: this one is for counting them (metrics) without a table scan.
+        sa.Index("ix_todos_cancelled", "updated_at", **_where("cancelled")),
         # Lists and their cursors (every state), in (created_at, id) order per project.
         sa.Index("ix_todos_project_created", "project_id", "created_at", "id"),
     )

@@ -102,10 +102,7 @@ def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool, sql_now: 
         else:
             pick = (
                 select(TODOS.c.id)
-                .where(
-                    TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)),
-                    in_state(TODOS.c.state, "pending"),
-                )
+                .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), in_state(TODOS.c.state, "pending"))
                 .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
                 .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
                 .limit(1)
@@ -119,25 +116,17 @@ def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool, sql_now: 
             update(TODOS)
             .where(TODOS.c.id == target, in_state(TODOS.c.state, "pending"))
             .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
-            .values(
-                state="claimed",
-                claimed_by=agent,
-                lease_token=bindparam("b_token"),
-                lease_session=bindparam("b_session", type_=TODOS.c.lease_session.type),
-                attempt_count=TODOS.c.attempt_count + 1,
-            )
+            .values(state="claimed", claimed_by=agent, lease_token=bindparam("b_token"),
+                    lease_session=bindparam("b_session", type_=TODOS.c.lease_session.type),
+                    attempt_count=TODOS.c.attempt_count + 1)
             .returning(*TODOS.c)
         )
         if sql_now:
-            stmt = stmt.values(
-                lease_expires_at=_SQL_NOW + sa.literal_column("interval '1 second'") * bindparam("b_secs"),
-                updated_at=_SQL_NOW,
-            )
+            stmt = stmt.values(lease_expires_at=_SQL_NOW + sa.literal_column("interval '1 second'") * bindparam("b_secs"),
+                               updated_at=_SQL_NOW)
         else:
-            stmt = stmt.values(
-                lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
-                updated_at=bindparam("b_now", type_=TODOS.c.updated_at.type),
-            )
+            stmt = stmt.values(lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
+                               updated_at=bindparam("b_now", type_=TODOS.c.updated_at.type))
         _STATEMENTS[key] = stmt
     return stmt
 
@@ -151,22 +140,11 @@ def _complete_statement(fence: str, sql_now: bool = False) -> Any:
         now = _SQL_NOW if sql_now else bindparam("b_now", type_=TODOS.c.updated_at.type)
         stmt = (
             update(TODOS)
-            .where(
-                TODOS.c.id == bindparam("b_id"),
-                in_state(TODOS.c.state, "claimed"),
-                TODOS.c.claimed_by == bindparam("b_agent"),
-                TODOS.c.lease_expires_at > now,
-                TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)),
-            )
-            .values(
-                state="done",
-                result=bindparam("b_result", type_=TODOS.c.result.type),
-                lease_token=None,
-                lease_expires_at=None,
-                claimed_by=None,
-                lease_session=None,
-                updated_at=now,
-            )
+            .where(TODOS.c.id == bindparam("b_id"), in_state(TODOS.c.state, "claimed"),
+                   TODOS.c.claimed_by == bindparam("b_agent"), TODOS.c.lease_expires_at > now,
+                   TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)))
+            .values(state="done", result=bindparam("b_result", type_=TODOS.c.result.type), lease_token=None,
+                    lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
             .returning(*TODOS.c)
         )
         if fence == "token":
@@ -257,11 +235,8 @@ def claim(
             params["b_queue"] = queue
     # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
     conn = session.connection()
-    claimed = (
-        conn.execute(_claim_statement(todo_id is not None, queue is not None, is_postgres, sql_now), params)
-        .mappings()
-        .first()
-    )
+    claimed = conn.execute(_claim_statement(todo_id is not None, queue is not None, is_postgres, sql_now),
+                           params).mappings().first()
     if claimed is None:
         if todo_id is None:
             return {"empty": True}
@@ -269,35 +244,13 @@ def claim(
     todo = SimpleNamespace(**claimed)
     now, expires = todo.updated_at, todo.lease_expires_at
     number = todo.attempt_count
-    conn.execute(
-        _INSERT_ATTEMPT,
-        {
-            "id": new_id("att"),
-            "todo_id": todo.id,
-            "number": number,
-            "agent_id": agent_id,
-            "claimed_at": now,
-            "lease_expires_at": expires,
-            "ended_at": None,
-            "outcome": None,
-            "summary": None,
-        },
-    )
-    feed.record(
-        session,
-        clock,
-        todo.project_id,
-        "todo.claimed",
-        todo.title,
-        subject_id=todo.id,
-        data={"agent_id": agent_id, "attempt": number},
-    )
-    return {
-        "todo": row(todo, with_payload=True),
-        "lease_token": token,
-        "lease_expires_at": iso(expires),  # type: ignore[arg-type]
-        "attempt": number,
-    }
+    conn.execute(_INSERT_ATTEMPT, {"id": new_id("att"), "todo_id": todo.id, "number": number, "agent_id": agent_id,
+                                   "claimed_at": now, "lease_expires_at": expires, "ended_at": None,
+                                   "outcome": None, "summary": None})
+    feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
+                data={"agent_id": agent_id, "attempt": number})
+    return {"todo": row(todo, with_payload=True), "lease_token": token, "lease_expires_at": iso(expires),  # type: ignore[arg-type]
+            "attempt": number}
 
 
 def _lease_live(todo: Todo, now: datetime) -> bool:
@@ -307,16 +260,9 @@ def _lease_live(todo: Todo, now: datetime) -> bool:
 LEASE_LOST = "lease lost: the todo was claimed again by another session; your result was not recorded"
 
 
-def _held(
-    session: Session,
-    clock: Clock,
-    agent_id: str,
-    grants: dict[str, str],
-    todo_id: str,
-    lease_token: str | None,
-    session_key: str | None = None,
-    now: datetime | None = None,
-) -> tuple[Todo, Attempt]:
+def _held(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], todo_id: str,
+          lease_token: str | None, session_key: str | None = None,
+          now: datetime | None = None) -> tuple[Todo, Attempt]:
     """The todo, if the caller holds a live lease on it.
 
     A ``lease_token``, if given, must be the current one; without a token the lease must have
@@ -333,13 +279,9 @@ def _held(
         raise Conflict(LEASE_LOST)
     if not _lease_live(todo, now or lease_now(session, clock)):
         raise Conflict("the lease has expired; claim the todo again")
-    attempt = (
-        session.execute(
-            select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
-        )
-        .scalars()
-        .one()
-    )
+    attempt = session.execute(
+        select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+    ).scalars().one()
     return todo, attempt
 
 
@@ -356,17 +298,9 @@ def _transition(session: Session, todo: Todo, **values: Any) -> None:
     session.refresh(todo)
 
 
-def heartbeat(
-    session: Session,
-    clock: Clock,
-    agent_id: str,
-    grants: dict[str, str],
-    *,
-    todo_id: str,
-    lease_seconds: int = DEFAULT_LEASE_SECONDS,
-    lease_token: str | None = None,
-    session_key: str | None = None,
-) -> dict[str, Any]:
+def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+              lease_seconds: int = DEFAULT_LEASE_SECONDS, lease_token: str | None = None,
+              session_key: str | None = None) -> dict[str, Any]:
     """Extend the caller's lease to ``max(current expiry, now + lease_seconds)``.
 
     Raises:
@@ -382,17 +316,8 @@ def heartbeat(
     return row(todo)
 
 
-def complete(
-    session: Session,
-    clock: Clock,
-    agent_id: str,
-    grants: dict[str, str],
-    *,
-    todo_id: str,
-    result: Any = None,
-    lease_token: str | None = None,
-    session_key: str | None = None,
-) -> dict[str, Any]:
+def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+             result: Any = None, lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Mark a held todo ``done`` (attempt outcome ``completed``).
 
     The common case is one conditional ``UPDATE ... RETURNING``; only when it matches nothing
@@ -417,46 +342,20 @@ def complete(
     conn = session.connection()
     done = conn.execute(_complete_statement(fence, sql_now), params).mappings().first() if work else None
     if done is None:
-        _held(
-            session,
-            clock,
-            agent_id,
-            grants,
-            todo_id,
-            lease_token,
-            session_key,
-            params.get("b_now") or lease_now(session, clock),
-        )  # raises the precise error
+        _held(session, clock, agent_id, grants, todo_id, lease_token, session_key,
+              params.get("b_now") or lease_now(session, clock))  # raises the precise error
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
     now = todo.updated_at
-    conn.execute(
-        _END_ATTEMPT,
-        {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now, "b_outcome": "completed"},
-    )
-    feed.record(
-        session,
-        clock,
-        todo.project_id,
-        "todo.completed",
-        todo.title,
-        subject_id=todo_id,
-        data={"agent_id": agent_id, "attempt": todo.attempt_count},
-    )
+    conn.execute(_END_ATTEMPT, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now,
+                                "b_outcome": "completed"})
+    feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
+                data={"agent_id": agent_id, "attempt": todo.attempt_count})
     return row(todo)  # type: ignore[arg-type]
 
 
-def fail(
-    session: Session,
-    clock: Clock,
-    agent_id: str,
-    grants: dict[str, str],
-    *,
-    todo_id: str,
-    summary: str | None = None,
-    lease_token: str | None = None,
-    session_key: str | None = None,
-) -> dict[str, Any]:
+def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+         summary: str | None = None, lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Record a failed attempt: retry after backoff, or dead-letter at ``max_attempts``.
 
     Returns:
@@ -470,49 +369,20 @@ def fail(
     failures = todo.failure_count + 1
     dead = failures >= todo.max_attempts
     retry_at = None if dead else now + timedelta(seconds=backoff_seconds(failures))
-    _transition(
-        session,
-        todo,
-        state="failed",
-        failure_count=failures,
-        next_retry_at=retry_at,
-        lease_token=None,
-        lease_expires_at=None,
-        claimed_by=None,
-        lease_session=None,
-        updated_at=now,
-    )
+    _transition(session, todo, state="failed", failure_count=failures, next_retry_at=retry_at,
+                lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "failed"
     attempt.summary = (summary or "")[:MAX_SUMMARY_CHARS] or None
     kind = "todo.dead_lettered" if dead else "todo.failed"
-    feed.append(
-        session,
-        clock,
-        todo.project_id,
-        kind,
-        todo.title,
-        subject_id=todo.id,
-        data={
-            "agent_id": agent_id,
-            "attempt": attempt.number,
-            "failures": failures,
-            "next_retry_at": iso(retry_at),
-        },
-    )
+    feed.append(session, clock, todo.project_id, kind, todo.title, subject_id=todo.id,
+                data={"agent_id": agent_id, "attempt": attempt.number, "failures": failures,
+                      "next_retry_at": iso(retry_at)})
     session.flush()
     return row(todo)
 
 
-def release(
-    session: Session,
-    clock: Clock,
-    agent_id: str,
-    grants: dict[str, str],
-    *,
-    todo_id: str,
-    lease_token: str | None = None,
-    session_key: str | None = None,
-) -> dict[str, Any]:
+def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], *, todo_id: str,
+            lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Give a held todo back: ``pending`` again, no failure counted (outcome ``released``).
 
     Raises:
@@ -520,16 +390,8 @@ def release(
     """
     now = lease_now(session, clock)
     todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
-    _transition(
-        session,
-        todo,
-        state="pending",
-        lease_token=None,
-        lease_expires_at=None,
-        claimed_by=None,
-        lease_session=None,
-        updated_at=now,
-    )
+    _transition(session, todo, state="pending", lease_token=None, lease_expires_at=None, claimed_by=None,
+                lease_session=None, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "released"
     session.flush()
     return row(todo)
@@ -547,43 +409,25 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     now = lease_now(session, clock)
     counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
     requeued: list[str] = []
-    expired = (
-        session.execute(
-            select(Todo)
-            .where(in_state(Todo.state, "claimed"), Todo.lease_expires_at <= now)  # type: ignore[operator]
-            .order_by(Todo.lease_expires_at)
-            .limit(limit)
-        )
-        .scalars()
-        .all()
-    )
+    expired = session.execute(
+        select(Todo).where(in_state(Todo.state, "claimed"), Todo.lease_expires_at <= now)  # type: ignore[operator]
+        .order_by(Todo.lease_expires_at).limit(limit)
+    ).scalars().all()
     for todo in expired:
         failures = todo.failure_count + 1
         dead = failures >= todo.max_attempts
         moved = session.execute(
             update(Todo)
             .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
-            .values(
-                state="failed" if dead else "pending",
-                failure_count=failures,
-                next_retry_at=None,
-                lease_token=None,
-                lease_expires_at=None,
-                claimed_by=None,
-                lease_session=None,
-                updated_at=now,
-            )
+            .values(state="failed" if dead else "pending", failure_count=failures, next_retry_at=None,
+                    lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
             .execution_options(synchronize_session=False)
         )
         if moved.rowcount != 1:  # type: ignore[attr-defined]
             continue  # another reaper or the holder got there first
-        attempt = (
-            session.execute(
-                select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
-            )
-            .scalars()
-            .first()
-        )
+        attempt = session.execute(
+            select(Attempt).where(Attempt.todo_id == todo.id, Attempt.number == todo.attempt_count)
+        ).scalars().first()
         if attempt is not None and attempt.outcome is None:
             attempt.ended_at, attempt.outcome = now, "lease_expired"
         counts["expired"] += 1
@@ -591,28 +435,12 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
             requeued.append(todo.id)
         if dead:
             counts["dead_lettered"] += 1
-            feed.append(
-                session,
-                clock,
-                todo.project_id,
-                "todo.dead_lettered",
-                todo.title,
-                subject_id=todo.id,
-                data={"failures": failures, "reason": "lease_expired"},
-            )
-    due_ids = (
-        session.execute(
-            select(Todo.id)
-            .where(
-                in_state(Todo.state, "failed"),
-                Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
-                Todo.next_retry_at <= now,
-            )
-            .limit(limit)  # type: ignore[operator]
-        )
-        .scalars()
-        .all()
-    )
+            feed.append(session, clock, todo.project_id, "todo.dead_lettered", todo.title, subject_id=todo.id,
+                        data={"failures": failures, "reason": "lease_expired"})
+    due_ids = session.execute(
+        select(Todo.id).where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
+                              Todo.next_retry_at <= now).limit(limit)  # type: ignore[operator]
+    ).scalars().all()
     for todo_id in due_ids:
         moved = session.execute(
             update(Todo)

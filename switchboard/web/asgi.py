@@ -135,6 +135,13 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         ``/api/v1/ready`` is the check that the database and Redis answer."""
         return JSONResponse(liveness)
 
+    async def health_wrong_method(request: Request) -> Response:
+        """As Flask answered it: OPTIONS lists the methods, anything else is a 405 problem."""
+        if request.method == "OPTIONS":
+            return Response(status_code=200, headers={"Allow": "GET, HEAD, OPTIONS"})
+        return problem(405, "method_not_allowed", "/api/v1/health accepts GET and HEAD only",
+                       headers={"Allow": "GET, HEAD, OPTIONS"})
+
     flask_app = create_flask_app(hub)
     mcp_app = RequireAgent(MCPProblems(McpStreamRules(StreamableHTTPASGIApp(session_manager), hub, session_manager)),
                            hub, session_manager)
@@ -144,6 +151,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/hooks/{source_id}", wrong_method, methods=["GET", "PUT", "PATCH", "DELETE", "OPTIONS"]),
         Route("/hooks/{source_id}/", wrong_method, methods=["GET", "PUT", "PATCH", "DELETE", "OPTIONS"]),
         Route("/api/v1/health", health, methods=["GET"]),
+        Route("/api/v1/health", health_wrong_method, methods=["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]),
         Route("/mcp", mcp_app),
         Route("/mcp/", mcp_app),
         Route("/api/v1/agent/tools", agent_api.list_tools, methods=["GET"]),

@@ -36,7 +36,7 @@ def _routes(asgi: Any) -> tuple[set[tuple[str, str]], Any]:
         elif isinstance(route, Route) and route.path not in _TWINS:
             methods = route.methods or {"GET", "POST", "DELETE"}  # a bare ASGI app (/mcp) takes all three
             for method in methods:
-                if method not in _AUTOMATIC and getattr(route.endpoint, "__name__", "") != "wrong_method":
+                if method not in _AUTOMATIC and not getattr(route.endpoint, "__name__", "").endswith("wrong_method"):
                     found.add((route.path, method.lower()))
     return found, flask_app
 

@@ -18,6 +18,9 @@ from tests.services import _wait_for_redis
 def test_health_answers_and_ready_checks_database_and_migrations(live: LiveApp) -> None:
     health = httpx2.get(f"{live.url}/api/v1/health", timeout=10)
     assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert health.json() == {"status": "ok", "database": "sqlite", "jobs": "inline"}
+    head = httpx2.head(f"{live.url}/api/v1/health", timeout=10)
+    assert head.status_code == 200 and head.content == b""
     ready = httpx2.get(f"{live.url}/api/v1/ready", timeout=10)
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "checks": {"database": "ok", "migrations": "ok",
@@ -79,3 +82,15 @@ def test_the_root_sends_a_browser_to_the_web_ui_and_gives_clients_a_map(live: Li
     assert browser.status_code == 302 and browser.headers["location"] == "/ui/"
     client = httpx2.get(f"{live.url}/", timeout=10)
     assert client.status_code == 200 and client.json()["ui"] == "/ui/"
+
+
+def test_health_answers_other_methods_as_before_it_left_flask(live: LiveApp) -> None:
+    # Issue 11 moved /api/v1/health onto the event loop; a review found POST answered 404 there
+    # (it fell through to the Flask mount). Other methods are 405 problems, as on /ready.
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        resp = httpx2.request(method, f"{live.url}/api/v1/health", timeout=10)
+        assert resp.status_code == 405, method
+        assert resp.json()["code"] == "method_not_allowed" and "GET" in resp.headers["allow"]
+        assert httpx2.request(method, f"{live.url}/api/v1/ready", timeout=10).status_code == 405
+    options = httpx2.request("OPTIONS", f"{live.url}/api/v1/health", timeout=10)
+    assert options.status_code == 200 and "GET" in options.headers["allow"]

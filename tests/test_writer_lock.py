@@ -1,0 +1,77 @@
+"""``Database.write`` on SQLite (DESIGN.md §3; issue 11): the cross-process writer lock is held
+only around the transaction, at most one write connection per process is checked out however
+many threads wait, and every exit path gives the locks and the connection back."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from switchboard.config import Settings
+from switchboard.db import Database, upgrade
+
+
+def _db(tmp_path: Path) -> Database:
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    db = Database(settings)
+    with db.write() as s:
+        s.execute(sa.text("CREATE TABLE t (x INTEGER)"))
+    return db
+
+
+def test_more_waiting_writers_than_the_pool_holds_take_one_connection_and_all_finish(tmp_path: Path) -> None:
+    # A review found that checking the connection out before the process lock let 30 waiting
+    # threads exhaust the 24-connection pool (sqlalchemy TimeoutError after 30 s, a 500).
+    db = _db(tmp_path)
+    fd = os.open(str(tmp_path / "switchboard.db-writer.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: "another process" writing
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            with db.write() as s:
+                s.execute(sa.text("INSERT INTO t VALUES (:i)"), {"i": i})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(30)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        assert db.engine.pool.checkedout() == 1  # the one writer waiting on the flock
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    with db.write() as s:
+        assert s.execute(sa.text("SELECT count(*) FROM t")).scalar() == 30
+    assert db.engine.pool.checkedout() == 0
+    db.dispose()
+
+
+def test_an_error_in_the_body_rolls_back_and_gives_everything_back(tmp_path: Path) -> None:
+    db = _db(tmp_path)
+    with pytest.raises(RuntimeError), db.write() as s:
+        s.execute(sa.text("INSERT INTO t VALUES (1)"))
+        raise RuntimeError("boom")
+    assert db._write_lock is not None and not db._write_lock.locked()
+    assert db.engine.pool.checkedout() == 0
+    fd = os.open(str(tmp_path / "switchboard.db-writer.lock"), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises BlockingIOError if still held
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    with db.read() as s:
+        assert s.execute(sa.text("SELECT count(*) FROM t")).scalar() == 0
+    db.dispose()
