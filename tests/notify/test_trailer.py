@@ -15,6 +15,7 @@ from switchboard.hub import Hub
 from switchboard.inbox import items as inbox
 from switchboard.notify import cursors, subscriptions, trailer
 from switchboard.queue import todos
+from tests.conftest import migrate
 from tests.services import fresh_postgres_database
 
 
@@ -25,7 +26,7 @@ def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Hub:
     else:
         url = request.getfixturevalue("postgres_url")
         settings = Settings(home=tmp_path, database_url=fresh_postgres_database(url))
-    upgrade(settings)
+    migrate(settings)
     h = Hub(settings, role="cli")
     yield h
     h.close()
