@@ -133,7 +133,8 @@ def prepare(name: str, group: Group) -> Path:
         'source_paths = ["switchboard"]\n'
         f"only_mutate = {_toml_list(group.code)}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
-        f'pytest_add_cli_args = {_toml_list(["-p", "no:cacheprovider", "-x", "-q", *group.pytest_args])}\n'
+        # ``-n 0``: the suite's ``addopts`` start xdist workers, whose calls mutmut's stats would not see.
+        f'pytest_add_cli_args = {_toml_list(["-n", "0", "-p", "no:cacheprovider", "-x", "-q", *group.pytest_args])}\n'
         'also_copy = ["alembic.ini", "migrations"]\n'
     )
     (work / "pyproject.toml").write_text(pyproject)
