@@ -97,13 +97,14 @@ def _from_template(settings: Settings, key: tuple[str, str | None], build: Any) 
     """Copy the per-process template instance made by ``build(settings)`` into ``settings.home``.
 
     Running the migrations and the admin writes once per process instead of once per test
-    saves ~0.5 s a test (issue 17: mutation testing runs the same tests hundreds of times). The
-    copy is a fresh instance like any other: its own folder, database file and key ring; only
-    the ids and the token repeat across tests.
+    saves ~0.5 s a test (issue 17: mutation testing runs the same tests hundreds of times, each
+    run in a process forked from one that made the templates already). The copy is a fresh
+    instance like any other: its own folder, database file and key ring; only the ids and the
+    token repeat across tests. Templates live until the process that made them exits.
     """
     if key not in _TEMPLATES:
         parent = Path(tempfile.mkdtemp(prefix="switchboard-template-"))
-        atexit.register(shutil.rmtree, parent, True)
+        atexit.register(_drop_template, parent, os.getpid())
         folder = parent / "instance"
         _TEMPLATES[key] = (folder, build(Settings(home=folder)))
     folder, made = _TEMPLATES[key]
@@ -111,13 +112,10 @@ def _from_template(settings: Settings, key: tuple[str, str | None], build: Any) 
     return dataclasses.replace(made, settings=settings) if made is not None else None
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _drop_templates() -> Iterator[None]:
-    """Remove this process's template instances when the session ends."""
-    yield
-    for folder, _ in _TEMPLATES.values():
-        shutil.rmtree(folder.parent, ignore_errors=True)
-    _TEMPLATES.clear()
+def _drop_template(parent: Path, owner: int) -> None:
+    """At exit, remove a template folder made by this process (not one a fork inherited)."""
+    if os.getpid() == owner:
+        shutil.rmtree(parent, ignore_errors=True)
 
 
 def migrate(settings: Settings) -> None:

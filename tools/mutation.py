@@ -52,6 +52,11 @@ class Group:
     names: tuple[str, ...] = ()  # fnmatch patterns of mutant names; empty = every function of ``code``
     services: bool = False  # PostgreSQL/Redis needed
     pytest_args: tuple[str, ...] = ()  # extra selection, e.g. one database of a parametrized fixture
+    # Module-level caches ("module:attribute", each with ``clear()``) emptied before each
+    # mutant's tests: mutmut forks every mutant's run from a process that has already run the
+    # tests once (its stats), so a cache filled there would hide a mutant of the code that
+    # fills it (e.g. a statement built once per shape) and the mutant would survive unseen.
+    caches: tuple[str, ...] = ()
 
 
 GROUPS: dict[str, Group] = {
@@ -72,11 +77,11 @@ GROUPS: dict[str, Group] = {
     "notify": Group(("switchboard/notify/*",), ("tests/notify",),
                     ("switchboard.notify.trailer.*", "switchboard.notify.cursors.*",
                      "switchboard.notify.subscriptions.*"),
-                    services=True, pytest_args=("-k", "not postgresql")),
+                    services=True, pytest_args=("-k", "not postgresql"), caches=("switchboard.notify.trailer:_COMPILED",)),
     # The state machine's tests run on SQLite and PostgreSQL; a mutant is judged on SQLite only
     # (a fresh migrated PostgreSQL database per test makes a run take hours on this machine).
     "leases": Group(("switchboard/queue/leases.py",), ("tests/queue/test_leases.py",), services=True,
-                    pytest_args=("-k", "not postgresql")),
+                    pytest_args=("-k", "not postgresql"), caches=("switchboard.queue.leases:_STATEMENTS",)),
 }
 
 
@@ -127,18 +132,36 @@ def prepare(name: str, group: Group) -> Path:
             shutil.copytree(src, work / extra, ignore=ignore)
         elif src.exists():
             shutil.copy2(src, work / extra)
+    # ``-n 0``: the suite's ``addopts`` start xdist workers, whose calls mutmut's stats would not
+    # see; no unraisableexception plugin: its two full garbage collections take 0.5 s of every run.
+    pytest_args = ["-n", "0", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-x", "-q", *group.pytest_args]
     pyproject = (ROOT / "pyproject.toml").read_text()
     pyproject += (
         "\n[tool.mutmut]\n"
         'source_paths = ["switchboard"]\n'
         f"only_mutate = {_toml_list(group.code)}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
-        # ``-n 0``: the suite's ``addopts`` start xdist workers, whose calls mutmut's stats would not see.
-        f'pytest_add_cli_args = {_toml_list(["-n", "0", "-p", "no:cacheprovider", "-x", "-q", *group.pytest_args])}\n'
+        f"pytest_add_cli_args = {_toml_list(pytest_args)}\n"
         'also_copy = ["alembic.ini", "migrations"]\n'
     )
     (work / "pyproject.toml").write_text(pyproject)
+    if group.caches:
+        with (work / "tests" / "conftest.py").open("a") as fh:
+            fh.write(_FRESH_CACHES.format(caches=list(group.caches)))
     return work
+
+
+_FRESH_CACHES = """
+
+@pytest.fixture(scope="session", autouse=True)
+def _mutation_fresh_caches() -> None:
+    \"\"\"Written by tools/mutation.py: empty the caches a mutant's code would fill.\"\"\"
+    import importlib
+
+    for spec in {caches!r}:
+        module, attribute = spec.split(":")
+        getattr(importlib.import_module(module), attribute).clear()
+"""
 
 
 _MODULE = re.compile(r"^(?P<module>[\w.]+?)\.(?:x_|xǁ)")
