@@ -3,14 +3,17 @@ transition, leases, heartbeats, fences, backoff, dead letters, human retry, rele
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select, update
 
 from switchboard import admin
+from switchboard.clock import iso
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
-from switchboard.models import Todo
+from switchboard.models import Attempt, FeedEvent, Todo
 from switchboard.notify.wakes import MAX_RINGS, ring_after_seconds
 from switchboard.queue import leases, todos
 from switchboard.queue.leases import backoff_seconds
@@ -269,3 +272,233 @@ def test_rung_but_unclaimed_is_visible_in_the_todo(hub: Hub) -> None:
     assert got["ring_count"] == 2 and got["state"] == "pending" and got["attempts"] == []
     assert got["last_rung_at"] == todos.iso(rung_at)
     assert [(r["id"], r["ring_count"]) for r in listed["todos"] if r["id"] == tid] == [(tid, 2)]
+
+
+def _events(hub: Hub, todo_id: str) -> list[tuple[str, dict[str, Any] | None]]:
+    with hub.db.read() as s:
+        rows = s.execute(select(FeedEvent).where(FeedEvent.subject_id == todo_id).order_by(FeedEvent.id)).scalars()
+        return [(e.kind, e.data) for e in rows if e.kind != "todo.created"]
+
+
+@pytest.mark.parametrize("bad", [0, 86_401, -5, True, 1.5, "60", None])
+def test_lease_seconds_outside_1_to_86400_whole_seconds_is_invalid(hub: Hub, bad: Any) -> None:
+    agent, tid, grants = _setup(hub)
+    with pytest.raises(InvalidArgument) as err:
+        _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=bad)
+    assert str(err.value) == "lease_seconds must be a whole number from 1 to 86400"
+    assert _todo(hub, tid).state == "pending"
+
+
+@pytest.mark.parametrize("seconds", [1, 86_400])
+def test_a_claim_holds_the_lease_for_exactly_lease_seconds(hub: Hub, seconds: int) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=seconds)
+    (attempt,) = _attempts(hub, tid)
+    claimed_at = datetime.fromisoformat(attempt["claimed_at"])
+    assert datetime.fromisoformat(claim["lease_expires_at"]) - claimed_at == timedelta(seconds=seconds)
+    assert attempt["lease_expires_at"] == claim["lease_expires_at"] == iso(_todo(hub, tid).lease_expires_at)
+    assert (claim["attempt"], attempt["number"], attempt["outcome"], attempt["ended_at"]) == (1, 1, None, None)
+    assert claim["todo"]["payload"] == {"n": 1} and claim["todo"]["state"] == "claimed"
+    assert claim["todo"]["claimed_by"] == agent and claim["lease_token"] == _todo(hub, tid).lease_token
+    assert _events(hub, tid) == [("todo.claimed", {"agent_id": agent, "attempt": 1})]
+
+
+def test_the_default_lease_is_five_minutes(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants)
+    claimed_at = datetime.fromisoformat(_attempts(hub, tid)[0]["claimed_at"])
+    assert datetime.fromisoformat(claim["lease_expires_at"]) - claimed_at == timedelta(seconds=300)
+
+
+def test_a_lease_ends_at_its_expiry_instant(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _, live, _ = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=10)
+    expires = _todo(hub, tid).lease_expires_at
+    hub.clock.at = expires - timedelta(milliseconds=1)  # type: ignore[attr-defined]  # next reading: the expiry
+    with pytest.raises(Conflict, match="the lease has expired; claim the todo again"):
+        _do(hub, leases.heartbeat, agent, grants, todo_id=tid, lease_seconds=1)
+    hub.clock.at = expires - timedelta(milliseconds=1)  # type: ignore[attr-defined]
+    assert _do(hub, leases.reap)[0]["expired"] == 1  # due at the instant itself
+    _do(hub, leases.claim, agent, grants, todo_id=live, lease_seconds=10)
+    expires = _todo(hub, live).lease_expires_at
+    hub.clock.at = expires - timedelta(milliseconds=2)  # type: ignore[attr-defined]  # next reading: 1 ms before
+    _do(hub, leases.heartbeat, agent, grants, todo_id=live, lease_seconds=1)
+    assert _todo(hub, live).lease_expires_at == expires - timedelta(milliseconds=1) + timedelta(seconds=1)
+
+
+def test_claiming_a_held_todo_again_returns_the_same_lease_to_its_session_only(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    first = _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    again = _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    assert (again["lease_token"], again["attempt"], again["lease_expires_at"]) == (
+        first["lease_token"], 1, first["lease_expires_at"])
+    with pytest.raises(Conflict, match="another session of this agent holds the todo's lease"):
+        _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_b")
+    assert len(_attempts(hub, tid)) == 1
+
+
+def test_a_lease_without_a_session_is_claimed_again_by_any_session_of_the_agent(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    first = _do(hub, leases.claim, agent, grants, todo_id=tid)
+    assert _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_b")["lease_token"] == first[
+        "lease_token"]
+
+
+@pytest.mark.parametrize("op", [leases.heartbeat, leases.complete, leases.fail, leases.release])
+def test_a_tokenless_call_from_another_session_is_refused_as_lease_lost(hub: Hub, op: Any) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    for other in ("ses_b", None):
+        with pytest.raises(Conflict) as err:
+            _do(hub, op, agent, grants, todo_id=tid, session_key=other)
+        assert str(err.value) == leases.LEASE_LOST
+    assert _todo(hub, tid).state == "claimed"
+    _do(hub, op, agent, grants, todo_id=tid, session_key="ses_a")  # the claiming session may
+
+
+@pytest.mark.parametrize("op", [leases.heartbeat, leases.complete, leases.fail, leases.release])
+def test_a_lease_claimed_without_a_session_is_refused_to_a_session(hub: Hub, op: Any) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid)
+    with pytest.raises(Conflict) as err:
+        _do(hub, op, agent, grants, todo_id=tid, session_key="ses_a")
+    assert str(err.value) == leases.LEASE_LOST
+    _do(hub, op, agent, grants, todo_id=tid, session_key="ses_b", lease_token=claim["lease_token"])  # token wins
+
+
+def test_a_stale_token_or_an_unheld_todo_is_refused_with_its_reason(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid)
+    with pytest.raises(Conflict, match="the lease token is stale: another claim holds this todo now"):
+        _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token="not-the-token")
+    _, pending, _ = _setup(hub)
+    with pytest.raises(Conflict, match="the todo is pending, not claimed by this agent"):
+        _do(hub, leases.release, agent, grants, todo_id=pending)
+
+
+def test_complete_stores_the_result_and_ends_the_attempt(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    for result, stored in (({"ok": True}, {"ok": True}), ("shipped", {"value": "shipped"}), (0, {"value": 0}),
+                           (None, None)):
+        _, tid, _ = _setup(hub)
+        claim = _do(hub, leases.claim, agent, grants, todo_id=tid)
+        done = _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"],
+                   result=result)
+        t = _todo(hub, tid)
+        assert t.result == stored and t.state == "done" and done["state"] == "done"
+        assert (t.lease_token, t.lease_expires_at, t.claimed_by, t.lease_session) == (None, None, None, None)
+        assert done["lease_expires_at"] is None and done["attempt_count"] == 1
+        (attempt,) = _attempts(hub, tid)
+        assert attempt["outcome"] == "completed" and attempt["ended_at"] == iso(t.updated_at)
+        assert _events(hub, tid)[-1] == ("todo.completed", {"agent_id": agent, "attempt": 1})
+
+
+def test_complete_by_the_claiming_session_without_a_token(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    assert _do(hub, leases.complete, agent, grants, todo_id=tid, session_key="ses_a", result=1)["state"] == "done"
+    assert _todo(hub, tid).result == {"value": 1}
+
+
+def test_complete_needs_a_work_grant_on_the_project_now(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid)
+    readonly = {pid: "read" for pid in grants}
+    with pytest.raises(Forbidden):
+        _do(hub, leases.complete, agent, readonly, todo_id=tid, lease_token=claim["lease_token"])
+    with pytest.raises(NotFound):
+        _do(hub, leases.complete, agent, {}, todo_id=tid, lease_token=claim["lease_token"])
+    assert _todo(hub, tid).state == "claimed"
+
+
+def test_heartbeat_moves_the_attempts_expiry_too(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=60)
+    hub.clock.advance(30)  # type: ignore[attr-defined]
+    beat = _do(hub, leases.heartbeat, agent, grants, todo_id=tid, lease_seconds=120)
+    t = _todo(hub, tid)
+    assert beat["lease_expires_at"] == iso(t.lease_expires_at) == _attempts(hub, tid)[0]["lease_expires_at"]
+    assert t.lease_expires_at - t.updated_at == timedelta(seconds=120)
+    assert beat["state"] == "claimed" and beat["claimed_by"] == agent
+
+
+def test_fail_records_the_summary_cut_to_2000_characters_and_the_event(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub, max_attempts=2)
+    _do(hub, leases.claim, agent, grants, todo_id=tid)
+    row = _do(hub, leases.fail, agent, grants, todo_id=tid, summary="x" * 2001)
+    t = _todo(hub, tid)
+    assert (t.lease_token, t.lease_expires_at, t.claimed_by, t.lease_session) == (None, None, None, None)
+    assert row["failure_count"] == 1 and row["next_retry_at"] == iso(t.next_retry_at)
+    (attempt,) = _attempts(hub, tid)
+    assert attempt["summary"] == "x" * 2000 and attempt["outcome"] == "failed"
+    assert attempt["ended_at"] == iso(t.updated_at)
+    assert _events(hub, tid)[-1] == ("todo.failed", {"agent_id": agent, "attempt": 1, "failures": 1,
+                                                     "next_retry_at": iso(t.next_retry_at)})
+    hub.clock.advance(30)  # type: ignore[attr-defined]
+    _do(hub, leases.reap)
+    _do(hub, leases.claim, agent, grants, todo_id=tid)
+    _do(hub, leases.fail, agent, grants, todo_id=tid, summary="")
+    assert _attempts(hub, tid)[1]["summary"] is None
+    assert _events(hub, tid)[-1] == ("todo.dead_lettered", {"agent_id": agent, "attempt": 2, "failures": 2,
+                                                            "next_retry_at": None})
+
+
+def test_release_ends_the_attempt_and_clears_the_lease(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    row = _do(hub, leases.release, agent, grants, todo_id=tid, session_key="ses_a")
+    t = _todo(hub, tid)
+    assert (t.lease_token, t.lease_expires_at, t.claimed_by, t.lease_session) == (None, None, None, None)
+    assert row["state"] == "pending" and row["claimed_by"] is None
+    assert _attempts(hub, tid)[0]["ended_at"] == iso(t.updated_at)
+
+
+def test_claiming_the_next_todo_honours_the_queue_and_project(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    assert _do(hub, leases.claim, agent, grants, queue="other") == {"empty": True}
+    assert _do(hub, leases.claim, agent, grants, project="acme", queue="other") == {"empty": True}
+    assert _do(hub, leases.claim, agent, grants, project_ids=[]) == {"empty": True}
+    assert _do(hub, leases.claim, agent, {}) == {"empty": True}
+    claim = _do(hub, leases.claim, agent, grants, project="acme", queue="reviews", session_key="ses_a")
+    assert claim["todo"]["id"] == tid and _todo(hub, tid).lease_session == "ses_a"
+
+
+def test_reap_returns_expired_leases_oldest_first_up_to_the_limit(hub: Hub) -> None:
+    agent, _, grants = _setup(hub)
+    ids = [_setup(hub, max_attempts=2)[1] for _ in range(3)]
+    for tid, seconds in zip(ids, (30, 10, 20), strict=True):
+        _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=seconds)
+    hub.clock.advance(31)  # type: ignore[attr-defined]
+    counts, requeued = _do(hub, leases.reap, limit=2)
+    assert counts == {"expired": 2, "dead_lettered": 0, "retried": 0} and requeued == [ids[1], ids[2]]
+    assert _attempts(hub, ids[1])[0]["ended_at"] == iso(_todo(hub, ids[1]).updated_at)
+    assert _do(hub, leases.reap)[1] == [ids[0]]
+
+
+def test_reap_dead_letters_with_an_event_and_retries_due_todos_up_to_the_limit(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub, max_attempts=1)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=5)
+    failing = [_setup(hub)[1] for _ in range(3)]
+    for other in failing:
+        _do(hub, leases.claim, agent, grants, todo_id=other)
+        _do(hub, leases.fail, agent, grants, todo_id=other)
+    hub.clock.advance(30)  # type: ignore[attr-defined]  # the first backoff: all three are due
+    counts, requeued = _do(hub, leases.reap, limit=2)
+    assert counts == {"expired": 1, "dead_lettered": 1, "retried": 2}
+    assert requeued[0] in failing and len(requeued) == 2 and tid not in requeued
+    assert _events(hub, tid)[-1] == ("todo.dead_lettered", {"failures": 1, "reason": "lease_expired"})
+    assert _todo(hub, tid).failure_count == 1 and _todo(hub, tid).lease_token is None
+    assert _do(hub, leases.reap)[0] == {"expired": 0, "dead_lettered": 0, "retried": 1}
+    assert {_todo(hub, t).state for t in failing} == {"pending"}
+    assert {_todo(hub, t).next_retry_at for t in failing} == {None}
+
+
+def test_reap_keeps_the_outcome_of_an_attempt_that_already_ended(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=5)
+    with hub.db.write() as s:  # an attempt ended by another path, its todo still claimed
+        s.execute(update(Attempt).where(Attempt.todo_id == tid).values(outcome="cancelled"))
+    hub.clock.advance(6)  # type: ignore[attr-defined]
+    assert _do(hub, leases.reap)[0]["expired"] == 1
+    assert _attempts(hub, tid)[0]["outcome"] == "cancelled"
