@@ -198,7 +198,7 @@ def test_subscription_items_carry_the_events_view(hub: Hub) -> None:
 
 
 def test_an_event_in_an_unreadable_project_waits_for_a_grant(hub: Hub) -> None:
-    agent_id, project_id, grants = _world(hub)
+    agent_id, _, grants = _world(hub)
     with hub.db.write() as s:
         other = admin.add_project(s, "beta")
         subscriptions.subscribe(s, hub.clock, agent_id, grants, ["todo.created"])
