@@ -3,14 +3,16 @@ transition, leases, heartbeats, fences, backoff, dead letters, human retry, rele
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import create_engine, select, text, update
+from sqlmodel import Session
 
 from switchboard import admin
-from switchboard.clock import iso
+from switchboard.clock import FixedClock, SystemClock, iso
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
 from switchboard.models import Attempt, FeedEvent, Todo
@@ -502,3 +504,30 @@ def test_reap_keeps_the_outcome_of_an_attempt_that_already_ended(hub: Hub) -> No
     hub.clock.advance(6)  # type: ignore[attr-defined]
     assert _do(hub, leases.reap)[0]["expired"] == 1
     assert _attempts(hub, tid)[0]["outcome"] == "cancelled"
+
+
+def test_lease_times_come_from_the_database_clock_on_postgres_with_the_system_clock(postgres_url: str) -> None:
+    engine = create_engine(postgres_url)
+    try:
+        with Session(engine) as s:
+            s.execute(text("SET TIME ZONE 'Asia/Kolkata'"))  # the instant must survive any session zone
+            db_now = s.execute(text("SELECT now()")).scalar_one()
+            got = leases.lease_now(s, SystemClock())
+            assert got == db_now and got.utcoffset() == timedelta(hours=5, minutes=30)
+            fixed = FixedClock(datetime(2026, 1, 1, tzinfo=UTC))
+            assert leases.lease_now(s, fixed) == fixed.at  # an injected clock wins (tests)
+    finally:
+        engine.dispose()
+
+
+def test_lease_times_come_from_the_clock_on_sqlite(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'any.db'}")
+    try:
+        with Session(engine) as s:
+            before = datetime.now(UTC)
+            got = leases.lease_now(s, SystemClock())
+            assert before <= got <= datetime.now(UTC) and got.tzinfo is not None
+            fixed = FixedClock(datetime(2026, 1, 1, tzinfo=UTC))
+            assert leases.lease_now(s, fixed) == fixed.at
+    finally:
+        engine.dispose()
