@@ -260,7 +260,7 @@ def test_assigning_to_an_agent_without_work_is_refused(hub: Hub) -> None:
 
 def test_rung_but_unclaimed_is_visible_in_the_todo(hub: Hub) -> None:
     """Issue 18.10: a push is not a delivery; the todo says how often it was rung and when."""
-    agent, tid, grants = _setup(hub)
+    _, tid, grants = _setup(hub)
     with hub.db.read() as s:
         fresh = todos.get(s, grants, tid)
     assert (fresh["ring_count"], fresh["last_rung_at"]) == (0, None)
