@@ -60,8 +60,12 @@ def test_probe_drain_and_at_most_once(hub: Hub) -> None:
         inbox.resolve(s, hub.clock, item["id"], via="cli", human_id=item_human(hub, item["id"]), decision="approve")
         todos.create(s, hub.clock, project_id=project_id, queue="q", kind="manual", title="T", payload=None)
     assert trailer.probe_fast(hub.db, agent_id) is True
+    with hub.db.read() as s:
+        assert trailer.probe(s, agent_id) is True and trailer.probe(s, "agt_nobody") is False
     member = trailer.collect(hub.db, agent_id)
     assert member is not None
+    with hub.db.read() as s:
+        assert trailer.probe(s, agent_id) is False
     assert [(i["source"], i["kind"]) for i in member["pending"]] == [("attention", "approval.decided"),
                                                                      ("subscription", "todo.created")]
     assert trailer.probe_fast(hub.db, agent_id) is False and trailer.collect(hub.db, agent_id) is None
