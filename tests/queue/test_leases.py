@@ -531,3 +531,34 @@ def test_lease_times_come_from_the_clock_on_sqlite(tmp_path: Path) -> None:
             assert leases.lease_now(s, fixed) == fixed.at
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("session_key", [None, "ses_a"])
+def test_completing_one_held_todo_leaves_the_others_held(hub: Hub, session_key: str | None) -> None:
+    agent, tid, grants = _setup(hub)
+    _, other, _ = _setup(hub)
+    for t in (tid, other):
+        _do(hub, leases.claim, agent, grants, todo_id=t, session_key=session_key)
+    _do(hub, leases.complete, agent, grants, todo_id=tid, session_key=session_key)
+    assert (_todo(hub, tid).state, _todo(hub, other).state) == ("done", "claimed")
+
+
+def test_complete_is_refused_where_the_agent_works_elsewhere_but_only_reads_here(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid)
+    with hub.db.write() as s:
+        admin.add_project(s, "beta")
+        admin.grant(s, "claude1", "beta", "work")
+        mixed = {pid: ("read" if pid in grants else "work") for pid in admin.grants_of(s, agent)}
+    with pytest.raises(Forbidden):
+        _do(hub, leases.complete, agent, mixed, todo_id=tid, lease_token=claim["lease_token"])
+    assert _todo(hub, tid).state == "claimed"
+
+
+def test_complete_at_the_expiry_instant_is_refused(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=10)
+    hub.clock.at = _todo(hub, tid).lease_expires_at - timedelta(milliseconds=1)  # type: ignore[attr-defined]
+    with pytest.raises(Conflict, match="the lease has expired"):
+        _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"])
+    assert _todo(hub, tid).state == "claimed"
