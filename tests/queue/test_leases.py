@@ -13,12 +13,14 @@ from sqlmodel import Session
 
 from switchboard import admin
 from switchboard.clock import FixedClock, SystemClock, iso
+from switchboard.config import Settings
 from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.hub import Hub
 from switchboard.models import Attempt, FeedEvent, Todo
 from switchboard.notify.wakes import MAX_RINGS, ring_after_seconds
 from switchboard.queue import leases, todos
 from switchboard.queue.leases import backoff_seconds
+from tests.conftest import configure
 
 
 def _setup(hub: Hub, max_attempts: int = 5) -> tuple[str, str, dict[str, str]]:
@@ -277,9 +279,11 @@ def test_rung_but_unclaimed_is_visible_in_the_todo(hub: Hub) -> None:
 
 
 def _events(hub: Hub, todo_id: str) -> list[tuple[str, dict[str, Any] | None]]:
+    """The todo's feed events after ``todo.created``, each in the todo's project."""
     with hub.db.read() as s:
+        project_id = s.get(Todo, todo_id).project_id
         rows = s.execute(select(FeedEvent).where(FeedEvent.subject_id == todo_id).order_by(FeedEvent.id)).scalars()
-        return [(e.kind, e.data) for e in rows if e.kind != "todo.created"]
+        return [(e.kind, e.data) for e in rows if e.kind != "todo.created" and e.project_id == project_id]
 
 
 @pytest.mark.parametrize("bad", [0, 86_401, -5, True, 1.5, "60", None])
@@ -561,4 +565,69 @@ def test_complete_at_the_expiry_instant_is_refused(hub: Hub) -> None:
     hub.clock.at = _todo(hub, tid).lease_expires_at - timedelta(milliseconds=1)  # type: ignore[attr-defined]
     with pytest.raises(Conflict, match="the lease has expired"):
         _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"])
+    assert _todo(hub, tid).state == "claimed"
+
+
+def test_every_operation_runs_on_the_system_clock(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path)
+    configure(settings)
+    hub = Hub(settings, role="cli")  # the wall clock, as in production
+    try:
+        agent, tid, grants = _setup(hub, max_attempts=1)
+        _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=60)
+        assert _do(hub, leases.heartbeat, agent, grants, todo_id=tid, lease_seconds=120)["state"] == "claimed"
+        assert _do(hub, leases.release, agent, grants, todo_id=tid)["state"] == "pending"
+        _do(hub, leases.claim, agent, grants, todo_id=tid)
+        assert _do(hub, leases.fail, agent, grants, todo_id=tid)["dead_lettered"]
+        _, other, _ = _setup(hub)
+        _do(hub, leases.claim, agent, grants, todo_id=other)
+        assert _do(hub, leases.complete, agent, grants, todo_id=other)["state"] == "done"
+        assert _do(hub, leases.reap) == ({"expired": 0, "dead_lettered": 0, "retried": 0}, [])
+    finally:
+        hub.close()
+
+
+@pytest.mark.parametrize("op", [leases.heartbeat, leases.complete, leases.fail, leases.release])
+def test_every_operation_is_allowed_until_the_last_millisecond_of_the_lease(hub: Hub, op: Any) -> None:
+    agent, tid, grants = _setup(hub)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=10)
+    hub.clock.at = _todo(hub, tid).lease_expires_at - timedelta(milliseconds=2)  # type: ignore[attr-defined]
+    _do(hub, op, agent, grants, todo_id=tid, lease_token=claim["lease_token"])  # one reading: 1 ms before
+
+
+def test_reaping_an_expired_lease_clears_it_and_ends_the_current_attempt(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    _do(hub, leases.release, agent, grants, todo_id=tid, session_key="ses_a")
+    _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=5, session_key="ses_a")
+    hub.clock.advance(6)  # type: ignore[attr-defined]
+    _do(hub, leases.reap)
+    t = _todo(hub, tid)
+    assert (t.state, t.lease_token, t.lease_expires_at, t.claimed_by, t.lease_session) == (
+        "pending", None, None, None, None)
+    first, second = _attempts(hub, tid)
+    assert (first["outcome"], second["outcome"], second["ended_at"]) == ("released", "lease_expired",
+                                                                       iso(t.updated_at))
+
+
+def test_one_reap_counts_every_dead_letter(hub: Hub) -> None:
+    agent, _, grants = _setup(hub)
+    ids = [_setup(hub, max_attempts=1)[1] for _ in range(2)]
+    for tid in ids:
+        _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=5)
+    hub.clock.advance(6)  # type: ignore[attr-defined]
+    assert _do(hub, leases.reap) == ({"expired": 2, "dead_lettered": 2, "retried": 0}, [])
+    for tid in ids:
+        assert _events(hub, tid)[-1] == ("todo.dead_lettered", {"failures": 1, "reason": "lease_expired"})
+
+
+def test_a_transition_from_a_stale_read_is_a_conflict(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid)
+    with hub.db.write() as s:
+        stale = s.get(Todo, tid)
+        s.execute(update(Todo.__table__).where(Todo.__table__.c.id == tid).values(lease_token="a-newer-claim"))
+        with pytest.raises(Conflict) as err:
+            leases._transition(s, stale, state="pending")
+        assert str(err.value) == "the todo changed meanwhile; read it again"
     assert _todo(hub, tid).state == "claimed"
