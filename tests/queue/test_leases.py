@@ -631,3 +631,52 @@ def test_a_transition_from_a_stale_read_is_a_conflict(hub: Hub) -> None:
             leases._transition(s, stale, state="pending")
         assert str(err.value) == "the todo changed meanwhile; read it again"
     assert _todo(hub, tid).state == "claimed"
+
+
+def test_claiming_the_next_todo_takes_only_from_projects_it_works_on(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    with hub.db.write() as s:
+        for name in ("beta", "gamma", "delta"):
+            project = admin.add_project(s, name)
+            todos.create(s, hub.clock, project_id=project.id, queue="reviews", kind="test", title=name, payload=None)
+        admin.grant(s, "claude1", "beta", "work")
+        admin.grant(s, "claude1", "gamma", "read")  # delta: no grant at all
+        grants = admin.grants_of(s, agent)
+    assert _do(hub, leases.claim, agent, grants, project="beta")["todo"]["title"] == "beta"
+    assert _do(hub, leases.claim, agent, grants, project="beta") == {"empty": True}  # acme's is not beta's
+    with pytest.raises(Forbidden):
+        _do(hub, leases.claim, agent, grants, project="gamma")
+    assert _do(hub, leases.claim, agent, grants)["todo"]["id"] == tid
+    assert _do(hub, leases.claim, agent, grants) == {"empty": True}  # gamma (read) and delta stay pending
+
+
+def test_equal_priority_is_claimed_oldest_first_then_by_id(hub: Hub) -> None:
+    agent, first, grants = _setup(hub)
+    _, second, _ = _setup(hub)
+    _, third, _ = _setup(hub)
+    with hub.db.write() as s:
+        one, two, three = (s.get(Todo, t) for t in (first, second, third))
+        # The older todo gets the larger id, so an order by id alone would take the newer one.
+        older, newer = sorted((one, two), key=lambda t: t.id, reverse=True)
+        older.created_at, newer.created_at = one.created_at, one.created_at + timedelta(seconds=1)
+        three.created_at = newer.created_at  # a tie with the newer one: the smaller id first
+        tied = sorted((newer.id, three.id))
+        expected = [older.id, *tied]
+    assert [_do(hub, leases.claim, agent, grants)["todo"]["id"] for _ in range(3)] == expected
+
+
+def test_claim_refusals_say_why(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _, assigned, _ = _setup(hub)
+    with hub.db.write() as s:
+        other = admin.add_agent(s, "claude2", "alice").id
+        admin.grant(s, "claude2", "acme", "work")
+    _do(hub, todos.assign, assigned, other)
+    with pytest.raises(Conflict) as err:
+        _do(hub, leases.claim, agent, grants, todo_id=assigned)
+    assert str(err.value) == "the todo is assigned to another agent"
+    _do(hub, leases.claim, agent, grants, todo_id=tid)
+    _do(hub, leases.complete, agent, grants, todo_id=tid)
+    with pytest.raises(Conflict) as err:
+        _do(hub, leases.claim, agent, grants, todo_id=tid)
+    assert str(err.value) == "the todo is not pending"
