@@ -680,3 +680,19 @@ def test_claim_refusals_say_why(hub: Hub) -> None:
     with pytest.raises(Conflict) as err:
         _do(hub, leases.claim, agent, grants, todo_id=tid)
     assert str(err.value) == "the todo is not pending"
+
+
+def test_a_retry_is_due_at_its_instant_and_only_its_own(hub: Hub) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid)
+    _do(hub, leases.fail, agent, grants, todo_id=tid)
+    hub.clock.advance(10)  # type: ignore[attr-defined]
+    _, later, _ = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=later)
+    _do(hub, leases.fail, agent, grants, todo_id=later)  # due 10 s after the first
+    due = _todo(hub, tid).next_retry_at
+    hub.clock.at = due - timedelta(milliseconds=1)  # type: ignore[attr-defined]  # next reading: the instant
+    assert _do(hub, leases.reap) == ({"expired": 0, "dead_lettered": 0, "retried": 1}, [tid])
+    t = _todo(hub, tid)
+    assert (t.state, t.next_retry_at, t.updated_at) == ("pending", None, due)
+    assert _todo(hub, later).state == "failed" and _todo(hub, later).next_retry_at is not None
