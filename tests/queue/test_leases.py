@@ -696,3 +696,12 @@ def test_a_retry_is_due_at_its_instant_and_only_its_own(hub: Hub) -> None:
     t = _todo(hub, tid)
     assert (t.state, t.next_retry_at, t.updated_at) == ("pending", None, due)
     assert _todo(hub, later).state == "failed" and _todo(hub, later).next_retry_at is not None
+
+
+@pytest.mark.parametrize("op", [leases.complete, leases.fail, leases.release])
+def test_ending_a_lease_forgets_its_session(hub: Hub, op: Any) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
+    _do(hub, op, agent, grants, todo_id=tid, session_key="ses_a")
+    t = _todo(hub, tid)
+    assert (t.lease_session, t.lease_token, t.claimed_by, t.lease_expires_at) == (None, None, None, None)
