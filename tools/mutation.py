@@ -6,6 +6,7 @@ Usage (from the repository root, with the ``dev`` extra installed)::
     .venv/bin/python tools/mutation.py verifiers leases # some groups
     .venv/bin/python tools/mutation.py --children 2 --budget 900 leases  # two workers, 15 min at most
     .venv/bin/python tools/mutation.py --list           # the groups, their code and their tests
+    .venv/bin/python tools/mutation.py --survivors leases  # the last run's survivors again, current tests
 
 Each group mutates only its own code and runs only the tests that exercise it (fast, in one
 process): mutmut reads its settings from ``pyproject.toml`` in the working directory, so each
@@ -132,7 +133,6 @@ def prepare(name: str, group: Group) -> Path:
     work.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "switchboard", work / "switchboard", ignore=ignore)
-    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
     for extra in ("alembic.ini", "migrations"):
         src = ROOT / extra
         if src.is_dir():
@@ -152,10 +152,17 @@ def prepare(name: str, group: Group) -> Path:
         'also_copy = ["alembic.ini", "migrations"]\n'
     )
     (work / "pyproject.toml").write_text(pyproject)
+    copy_tests(work, group)
+    return work
+
+
+def copy_tests(work: Path, group: Group) -> None:
+    """The current tests into the scratch copy, with the group's cache-emptying fixture."""
+    shutil.rmtree(work / "tests", ignore_errors=True)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if group.caches:
         with (work / "tests" / "conftest.py").open("a") as fh:
             fh.write(_FRESH_CACHES.format(caches=list(group.caches)))
-    return work
 
 
 _FRESH_CACHES = """
@@ -207,10 +214,19 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
     return dict(sorted(per.items()))
 
 
-def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None) -> dict[str, object]:
-    work = prepare(name, group)
+def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None,
+        survivors: bool = False) -> dict[str, object]:
+    """Mutate and judge the group in a fresh scratch copy; or, with ``survivors``, re-judge only
+    the last run's survivors with the current tests (the other verdicts stand)."""
+    if survivors:
+        work = SCRATCH / name
+        last = json.loads((work / "summary.json").read_text())
+        names = [s.split(" ")[0] for row in last["modules"].values() for s in row["survived"]]
+        copy_tests(work, group)
+    else:
+        work, names = prepare(name, group), list(group.names)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
-    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *group.names]
+    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *names]
     started = time.monotonic()
     log = work / "mutmut.log"
     with log.open("w") as fh:
@@ -224,7 +240,8 @@ def run(name: str, group: Group, env: dict[str, str], children: int, budget: flo
             print(f"[{name}] stopped after the {budget} s budget", file=sys.stderr)
     seconds = round(time.monotonic() - started, 1)
     modules = summarise(work, group.names)
-    summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:]), "modules": modules}
+    summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:7] + (["<survivors>"] if survivors else names)),
+               "modules": modules}
     (work / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"== {name}: {seconds} s")
     for module, row in modules.items():
@@ -247,6 +264,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the groups and exit")
     parser.add_argument("--summary", action="store_true",
                         help="print the last run's results of the groups without running mutmut")
+    parser.add_argument("--survivors", action="store_true",
+                        help="re-run only the last run's survivors of the groups, with the current tests")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per group; unchecked mutants are reported as such (default: none)")
     args = parser.parse_args()
@@ -264,7 +283,7 @@ def main() -> None:
     with ExitStack() as stack:
         env = stack.enter_context(services()) if need else {}
         for name in names:
-            run(name, GROUPS[name], env, args.children, args.budget)
+            run(name, GROUPS[name], env, args.children, args.budget, args.survivors)
 
 
 if __name__ == "__main__":
