@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from switchboard.friends import requests as friends
 from switchboard.hub import Hub
 from switchboard.inbox import items as inbox
 from switchboard.inbox import permissions
-from switchboard.models import InboxItem
+from switchboard.models import InboxItem, Subscription
 from switchboard.notify import cursors, subscriptions, trailer
 from switchboard.queue import todos
 from tests.conftest import migrate
@@ -269,3 +270,19 @@ def test_the_text_block_lists_the_items_for_the_model() -> None:
         "[switchboard] 2 pending: approval.decided inb_1 (attention): Approval approved: Go?; "
         "todo.created 7 (subscription): T" + details)
     assert trailer.text_block({**member, "more": True}).endswith("T (more on the next call)" + details)
+
+
+def test_subscriptions_deliver_in_the_order_they_were_made(hub: Hub) -> None:
+    agent_id, project_id, grants = _world(hub)
+    with hub.db.write() as s:
+        made = [subscriptions.subscribe(s, hub.clock, agent_id, grants, [kind])["subscription_id"]
+                for kind in ("todo.failed", "todo.created")]
+        # The first made gets the larger id, so an order by id alone would put it second.
+        rows = {r.id: r for r in s.execute(select(Subscription)).scalars()}
+        first, second = sorted(made, reverse=True)
+        rows[second].created_at = rows[first].created_at + timedelta(seconds=1)
+        kinds = [rows[first].kind, rows[second].kind]
+        for kind in ("todo.created", "todo.failed"):
+            feed_append(s, hub.clock, project_id, kind, kind, subject_id="td_1")
+    member = trailer.collect(hub.db, agent_id)
+    assert member is not None and [i["kind"] for i in member["pending"]] == kinds
