@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from switchboard import admin
 from switchboard.clock import FixedClock, iso
@@ -16,6 +17,7 @@ from switchboard.feed.events import append
 from switchboard.hub import Hub
 from switchboard.mcp_server.callers import resolve_caller
 from switchboard.mcp_server.calls import call_tool
+from switchboard.models import Subscription
 from switchboard.notify import cursors, subscriptions, trailer
 from tests.conftest import World
 
@@ -117,8 +119,9 @@ def test_unsubscribing_an_unknown_or_another_agents_subscription_is_not_found(hu
         other_agent = admin.agent_by_name(s, "claude2").id
     theirs = _subscribe(hub, other_agent, ["todo.created"])
     for agent_id, sub_id in ((world.agent_id, theirs["subscription_id"]), (world.agent_id, "sub_nope")):
-        with pytest.raises(NotFound, match="no such subscription"), hub.db.write() as s:
+        with pytest.raises(NotFound) as err, hub.db.write() as s:
             subscriptions.unsubscribe(s, agent_id, sub_id)
+        assert str(err.value) == "no such subscription"
     with hub.db.read() as s:
         assert len(subscriptions.list_of(s, other_agent)) == 1
 
@@ -152,3 +155,17 @@ def test_an_agent_holds_at_most_50_subscriptions(hub: Hub, world: World) -> None
     with hub.db.write() as s:
         subscriptions.unsubscribe(s, world.agent_id, last["subscription_id"])
     _subscribe(hub, world.agent_id, ["todo.created"])  # room again
+
+
+def test_list_of_orders_by_creation_then_id(hub: Hub, world: World) -> None:
+    made = [_subscribe(hub, world.agent_id, ["todo.created"])["subscription_id"] for _ in range(3)]
+    newest, tied_first, tied_second = sorted(made)  # the smallest id is made the newest
+    with hub.db.write() as s:
+        rows = {r.id: r for r in s.execute(select(Subscription)).scalars()}
+        rows[newest].created_at = T0 + timedelta(seconds=1)
+        rows[newest].kind = "question.answered"
+        # Tied in time: the smaller id first, though its kind sorts last.
+        rows[tied_first].kind, rows[tied_second].kind = "todo.failed", "todo.created"
+    with hub.db.read() as s:
+        assert [x["subscription_id"] for x in subscriptions.list_of(s, world.agent_id)] == [
+            tied_first, tied_second, newest]
