@@ -705,3 +705,13 @@ def test_ending_a_lease_forgets_its_session(hub: Hub, op: Any) -> None:
     _do(hub, op, agent, grants, todo_id=tid, session_key="ses_a")
     t = _todo(hub, tid)
     assert (t.lease_session, t.lease_token, t.claimed_by, t.lease_expires_at) == (None, None, None, None)
+
+
+@pytest.mark.parametrize("session_key", [None, "ses_a"])
+def test_a_late_tokenless_complete_from_the_claimer_says_the_lease_expired(hub: Hub, session_key: str | None) -> None:
+    agent, tid, grants = _setup(hub)
+    _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=5, session_key=session_key)
+    hub.clock.advance(6)  # type: ignore[attr-defined]
+    with pytest.raises(Conflict) as err:
+        _do(hub, leases.complete, agent, grants, todo_id=tid, session_key=session_key)
+    assert str(err.value) == "the lease has expired; claim the todo again"
