@@ -169,3 +169,12 @@ def test_list_of_orders_by_creation_then_id(hub: Hub, world: World) -> None:
     with hub.db.read() as s:
         assert [x["subscription_id"] for x in subscriptions.list_of(s, world.agent_id)] == [
             tied_first, tied_second, newest]
+
+
+def test_a_project_the_agent_only_reads_may_be_subscribed_to(hub: Hub, world: World) -> None:
+    with hub.db.write() as s:
+        beta = admin.add_project(s, "beta")
+        admin.grant(s, "claude1", "beta", "read")
+    seed = _event(hub, beta.id)
+    sub = _subscribe(hub, world.agent_id, ["todo.created"], "beta")
+    assert (sub["project_id"], sub["cursor"]) == (beta.id, seed)
