@@ -178,3 +178,12 @@ def test_a_project_the_agent_only_reads_may_be_subscribed_to(hub: Hub, world: Wo
     seed = _event(hub, beta.id)
     sub = _subscribe(hub, world.agent_id, ["todo.created"], "beta")
     assert (sub["project_id"], sub["cursor"]) == (beta.id, seed)
+
+
+def test_an_agent_without_grants_subscribes_from_zero(hub: Hub, world: World) -> None:
+    _event(hub, world.project_id)
+    with hub.db.write() as s:
+        sub = subscriptions.subscribe(s, hub.clock, world.agent_id, {}, ["todo.created"])
+    assert sub["cursor"] == 0
+    with hub.db.read() as s:
+        assert subscriptions.list_of(s, world.agent_id)[0]["cursor"] == 0
