@@ -286,3 +286,19 @@ def test_subscriptions_deliver_in_the_order_they_were_made(hub: Hub) -> None:
             feed_append(s, hub.clock, project_id, kind, kind, subject_id="td_1")
     member = trailer.collect(hub.db, agent_id)
     assert member is not None and [i["kind"] for i in member["pending"]] == kinds
+
+
+def test_more_is_said_only_when_attention_items_were_left(hub: Hub) -> None:
+    agent_id, _, grants = _world(hub)  # no subscriptions: attention alone decides
+    ids = []
+    for n in range(5):
+        with hub.db.write() as s:
+            ids.append(inbox.post(s, hub.clock, agent_id=agent_id, grants=grants, kind="approval", project="acme",
+                                  title=f"Go {n}?")["id"])
+        _resolve(hub, ids[-1], decision="approve")
+    with hub.db.write() as s:
+        items, more = trailer.drain(s, agent_id, budget=3)
+    assert [i["id"] for i in items] == ids[:3] and more is True
+    with hub.db.write() as s:
+        items, more = trailer.drain(s, agent_id, budget=2)  # exactly the budget: nothing left
+    assert [i["id"] for i in items] == ids[3:] and more is False
