@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from switchboard import admin
 from switchboard.clock import iso
@@ -302,3 +302,22 @@ def test_more_is_said_only_when_attention_items_were_left(hub: Hub) -> None:
     with hub.db.write() as s:
         items, more = trailer.drain(s, agent_id, budget=2)  # exactly the budget: nothing left
     assert [i["id"] for i in items] == ids[3:] and more is False
+
+
+def test_subscriptions_made_at_one_instant_deliver_in_id_order(hub: Hub) -> None:
+    agent_id, project_id, grants = _world(hub)
+    with hub.db.write() as s:
+        for kind in ("todo.failed", "todo.created"):
+            subscriptions.subscribe(s, hub.clock, agent_id, grants, [kind])
+        rows = sorted(s.execute(select(Subscription)).scalars(), key=lambda r: r.id, reverse=True)
+        fields = [(r.id, r.kind, r.seed_event_id, rows[0].created_at) for r in rows]
+        s.execute(delete(Subscription))
+    with hub.db.write() as s:  # stored larger id first, at one instant
+        for sub_id, kind, seed, at in fields:
+            s.add(Subscription(id=sub_id, kind=kind, agent_id=agent_id, project_id=None, seed_event_id=seed,
+                               created_at=at))
+            s.flush()
+        for kind in ("todo.created", "todo.failed"):
+            feed_append(s, hub.clock, project_id, kind, kind, subject_id="td_1")
+    member = trailer.collect(hub.db, agent_id)
+    assert member is not None and [i["kind"] for i in member["pending"]] == [fields[1][1], fields[0][1]]
