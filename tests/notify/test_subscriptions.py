@@ -69,6 +69,8 @@ def test_a_subscription_is_seeded_at_the_newest_event_of_its_kinds_and_project(h
     sub = _subscribe(hub, world.agent_id, ["todo.created", "todo.created"], "acme")
     assert sub["cursor"] == wanted and sub["kinds"] == ["todo.created"] and sub["project_id"] == world.project_id
     assert sub["subscription_id"].startswith("sub_")
+    with hub.db.read() as s:
+        assert [r.created_at for r in s.execute(select(Subscription)).scalars()] == [T0]
     assert _subscribe(hub, world.agent_id, ["todo.failed"])["cursor"] == 0  # nothing of that kind yet
 
 

@@ -321,3 +321,20 @@ def test_subscriptions_made_at_one_instant_deliver_in_id_order(hub: Hub) -> None
             feed_append(s, hub.clock, project_id, kind, kind, subject_id="td_1")
     member = trailer.collect(hub.db, agent_id)
     assert member is not None and [i["kind"] for i in member["pending"]] == [fields[1][1], fields[0][1]]
+
+
+def test_a_cursor_is_read_and_moved_only_for_its_agent_stream_and_project(hub: Hub) -> None:
+    agent_id, _, _ = _world(hub)
+    with hub.db.write() as s:
+        other = admin.add_agent(s, "a2", "alice").id
+        for who, stream, project in ((agent_id, "s1", "p1"), (agent_id, "s1", "p2"), (agent_id, "s2", "p1"),
+                                     (other, "s1", "p1")):
+            assert cursors.advance(s, who, stream, project, None, 5)
+        assert cursors.advance(s, agent_id, "s1", "p2", 5, 7)
+    with hub.db.write() as s:
+        assert cursors.position(s, agent_id, "s1", "p2") == 7 and cursors.position(s, agent_id, "s1", "p1") == 5
+        assert cursors.position(s, agent_id, "s3", "p1") is None and cursors.position(s, "agt_none", "s1", "p1") is None
+        assert cursors.advance(s, agent_id, "s1", "p1", 5, 6)
+    with hub.db.read() as s:
+        assert [cursors.position(s, *key) for key in ((agent_id, "s1", "p1"), (agent_id, "s1", "p2"),
+                                                      (agent_id, "s2", "p1"), (other, "s1", "p1"))] == [6, 7, 5, 5]
