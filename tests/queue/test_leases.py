@@ -306,6 +306,7 @@ def test_a_claim_holds_the_lease_for_exactly_lease_seconds(hub: Hub, seconds: in
     assert (claim["attempt"], attempt["number"], attempt["outcome"], attempt["ended_at"]) == (1, 1, None, None)
     assert claim["todo"]["payload"] == {"n": 1} and claim["todo"]["state"] == "claimed"
     assert claim["todo"]["claimed_by"] == agent and claim["lease_token"] == _todo(hub, tid).lease_token
+    assert iso(_todo(hub, tid).updated_at) == attempt["claimed_at"]
     assert _events(hub, tid) == [("todo.claimed", {"agent_id": agent, "attempt": 1})]
 
 
@@ -322,7 +323,7 @@ def test_a_lease_ends_at_its_expiry_instant(hub: Hub) -> None:
     _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=10)
     expires = _todo(hub, tid).lease_expires_at
     hub.clock.at = expires - timedelta(milliseconds=1)  # type: ignore[attr-defined]  # next reading: the expiry
-    with pytest.raises(Conflict, match="the lease has expired; claim the todo again"):
+    with pytest.raises(Conflict, match="^the lease has expired; claim the todo again$"):
         _do(hub, leases.heartbeat, agent, grants, todo_id=tid, lease_seconds=1)
     hub.clock.at = expires - timedelta(milliseconds=1)  # type: ignore[attr-defined]
     assert _do(hub, leases.reap)[0]["expired"] == 1  # due at the instant itself
@@ -339,7 +340,7 @@ def test_claiming_a_held_todo_again_returns_the_same_lease_to_its_session_only(h
     again = _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_a")
     assert (again["lease_token"], again["attempt"], again["lease_expires_at"]) == (
         first["lease_token"], 1, first["lease_expires_at"])
-    with pytest.raises(Conflict, match="another session of this agent holds the todo's lease"):
+    with pytest.raises(Conflict, match="^another session of this agent holds the todo's lease$"):
         _do(hub, leases.claim, agent, grants, todo_id=tid, session_key="ses_b")
     assert len(_attempts(hub, tid)) == 1
 
@@ -376,10 +377,10 @@ def test_a_lease_claimed_without_a_session_is_refused_to_a_session(hub: Hub, op:
 def test_a_stale_token_or_an_unheld_todo_is_refused_with_its_reason(hub: Hub) -> None:
     agent, tid, grants = _setup(hub)
     _do(hub, leases.claim, agent, grants, todo_id=tid)
-    with pytest.raises(Conflict, match="the lease token is stale: another claim holds this todo now"):
+    with pytest.raises(Conflict, match="^the lease token is stale: another claim holds this todo now$"):
         _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token="not-the-token")
     _, pending, _ = _setup(hub)
-    with pytest.raises(Conflict, match="the todo is pending, not claimed by this agent"):
+    with pytest.raises(Conflict, match="^the todo is pending, not claimed by this agent$"):
         _do(hub, leases.release, agent, grants, todo_id=pending)
 
 
@@ -563,7 +564,7 @@ def test_complete_at_the_expiry_instant_is_refused(hub: Hub) -> None:
     agent, tid, grants = _setup(hub)
     claim = _do(hub, leases.claim, agent, grants, todo_id=tid, lease_seconds=10)
     hub.clock.at = _todo(hub, tid).lease_expires_at - timedelta(milliseconds=1)  # type: ignore[attr-defined]
-    with pytest.raises(Conflict, match="the lease has expired"):
+    with pytest.raises(Conflict, match="^the lease has expired; claim the todo again$"):
         _do(hub, leases.complete, agent, grants, todo_id=tid, lease_token=claim["lease_token"])
     assert _todo(hub, tid).state == "claimed"
 
@@ -654,15 +655,16 @@ def test_equal_priority_is_claimed_oldest_first_then_by_id(hub: Hub) -> None:
     agent, first, grants = _setup(hub)
     _, second, _ = _setup(hub)
     _, third, _ = _setup(hub)
+    ids = {first: "td_zzzz_oldest", second: "td_yyyy_tied_made_first", third: "td_aaaa_tied_made_last"}
     with hub.db.write() as s:
-        one, two, three = (s.get(Todo, t) for t in (first, second, third))
-        # The older todo gets the larger id, so an order by id alone would take the newer one.
-        older, newer = sorted((one, two), key=lambda t: t.id, reverse=True)
-        older.created_at, newer.created_at = one.created_at, one.created_at + timedelta(seconds=1)
-        three.created_at = newer.created_at  # a tie with the newer one: the smaller id first
-        tied = sorted((newer.id, three.id))
-        expected = [older.id, *tied]
-    assert [_do(hub, leases.claim, agent, grants)["todo"]["id"] for _ in range(3)] == expected
+        # The oldest gets the largest id (an order by id alone would take it last), and of two
+        # made at one instant the one made last gets the smaller id (stored order would differ).
+        at = s.get(Todo, first).created_at
+        for old, new in ids.items():
+            s.execute(update(Todo.__table__).where(Todo.__table__.c.id == old).values(
+                id=new, created_at=at if old == first else at + timedelta(seconds=1)))
+    order = [_do(hub, leases.claim, agent, grants)["todo"]["id"] for _ in range(3)]
+    assert order == ["td_zzzz_oldest", "td_aaaa_tied_made_last", "td_yyyy_tied_made_first"]
 
 
 def test_claim_refusals_say_why(hub: Hub) -> None:
