@@ -236,7 +236,7 @@ def switchboard_exe() -> str:
 
 def cli(env: dict[str, str], *args: str) -> Any:
     """Run ``switchboard <args> --json`` and return its parsed output (fails on a non-zero exit)."""
-    proc = subprocess.run([switchboard_exe(), *args, "--json"], env=env, capture_output=True, text=True,
+    proc = subprocess.run([switchboard_exe(), *args, "--json"], env=env, capture_output=True, text=True, check=False,
                           timeout=60)
     assert proc.returncode == 0, f"switchboard {' '.join(args)} failed: {proc.stdout}\n{proc.stderr}"
     return json.loads(proc.stdout)

@@ -59,7 +59,9 @@ def test_an_unscoped_subscription_seeds_from_readable_projects_only(world: World
         hub.close()
 
 
-def test_a_subscription_is_seeded_at_the_newest_event_of_its_kinds_and_project(hub: Hub, world: World) -> None:
+def test_a_subscription_is_seeded_at_the_newest_event_of_its_kinds_and_project(
+    hub: Hub, world: World
+) -> None:
     with hub.db.write() as s:
         other = admin.add_project(s, "beta")
         admin.grant(s, "claude1", "beta", "read")
@@ -67,7 +69,9 @@ def test_a_subscription_is_seeded_at_the_newest_event_of_its_kinds_and_project(h
     _event(hub, world.project_id, "todo.completed")  # another kind
     _event(hub, other.id, "todo.created")  # another project
     sub = _subscribe(hub, world.agent_id, ["todo.created", "todo.created"], "acme")
-    assert sub["cursor"] == wanted and sub["kinds"] == ["todo.created"] and sub["project_id"] == world.project_id
+    assert (
+        sub["cursor"] == wanted and sub["kinds"] == ["todo.created"] and sub["project_id"] == world.project_id
+    )
     assert sub["subscription_id"].startswith("sub_")
     with hub.db.read() as s:
         assert [r.created_at for r in s.execute(select(Subscription)).scalars()] == [T0]
@@ -89,10 +93,18 @@ def test_list_of_shows_each_subscription_once_with_its_kinds_scope_and_seed(hub:
     with hub.db.read() as s:
         listed = subscriptions.list_of(s, world.agent_id)
     assert listed == [
-        {"subscription_id": first["subscription_id"], "kinds": ["todo.created", "todo.failed"],
-         "project_id": world.project_id, "cursor": seed},
-        {"subscription_id": second["subscription_id"], "kinds": ["question.answered"], "project_id": None,
-         "cursor": 0},
+        {
+            "subscription_id": first["subscription_id"],
+            "kinds": ["todo.created", "todo.failed"],
+            "project_id": world.project_id,
+            "cursor": seed,
+        },
+        {
+            "subscription_id": second["subscription_id"],
+            "kinds": ["question.answered"],
+            "project_id": None,
+            "cursor": 0,
+        },
     ]
     assert first["created_at"] == iso(T0) and second["created_at"] == iso(T0 + timedelta(seconds=1))
 
@@ -108,7 +120,9 @@ def test_unsubscribe_removes_the_subscription_and_its_cursors_only(hub: Hub, wor
         done = subscriptions.unsubscribe(s, world.agent_id, gone["subscription_id"])
     assert done == {"subscription_id": gone["subscription_id"], "removed": True}
     with hub.db.read() as s:
-        assert [x["subscription_id"] for x in subscriptions.list_of(s, world.agent_id)] == [kept["subscription_id"]]
+        assert [x["subscription_id"] for x in subscriptions.list_of(s, world.agent_id)] == [
+            kept["subscription_id"]
+        ]
         assert cursors.position(s, world.agent_id, gone["subscription_id"], world.project_id) is None
         assert cursors.position(s, world.agent_id, kept["subscription_id"], world.project_id) is not None
         assert cursors.position(s, world.agent_id, cursors.ATTENTION) == 1
@@ -128,13 +142,17 @@ def test_unsubscribing_an_unknown_or_another_agents_subscription_is_not_found(hu
         assert len(subscriptions.list_of(s, other_agent)) == 1
 
 
-@pytest.mark.parametrize(("kinds", "message"), [
-    ([], "kinds must name at least one feed event kind"),
-    (None, "kinds must name at least one feed event kind"),
-    (["todo.created", "todo.exploded", "a.b"], "unknown kind(s): a.b, todo.exploded"),
-])
-def test_subscribing_to_no_or_unknown_kinds_is_an_invalid_argument(hub: Hub, world: World, kinds: Any,
-                                                                    message: str) -> None:
+@pytest.mark.parametrize(
+    ("kinds", "message"),
+    [
+        ([], "kinds must name at least one feed event kind"),
+        (None, "kinds must name at least one feed event kind"),
+        (["todo.created", "todo.exploded", "a.b"], "unknown kind(s): a.b, todo.exploded"),
+    ],
+)
+def test_subscribing_to_no_or_unknown_kinds_is_an_invalid_argument(
+    hub: Hub, world: World, kinds: Any, message: str
+) -> None:
     with pytest.raises(InvalidArgument) as err:
         _subscribe(hub, world.agent_id, kinds)
     assert str(err.value) == message
@@ -170,7 +188,10 @@ def test_list_of_orders_by_creation_then_id(hub: Hub, world: World) -> None:
         rows[tied_first].kind, rows[tied_second].kind = "todo.failed", "todo.created"
     with hub.db.read() as s:
         assert [x["subscription_id"] for x in subscriptions.list_of(s, world.agent_id)] == [
-            tied_first, tied_second, newest]
+            tied_first,
+            tied_second,
+            newest,
+        ]
 
 
 def test_a_project_the_agent_only_reads_may_be_subscribed_to(hub: Hub, world: World) -> None:
