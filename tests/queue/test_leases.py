@@ -652,7 +652,7 @@ def test_claiming_the_next_todo_takes_only_from_projects_it_works_on(hub: Hub) -
     assert _do(hub, leases.claim, agent, grants) == {"empty": True}  # gamma (read) and delta stay pending
 
 
-def test_equal_priority_is_claimed_oldest_first_then_by_id(hub: Hub) -> None:
+def test_at_equal_priority_then_oldest_first_then_by_id(hub: Hub) -> None:
     agent, first, grants = _setup(hub)
     _, second, _ = _setup(hub)
     _, third, _ = _setup(hub)
