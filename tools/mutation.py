@@ -6,6 +6,7 @@ Usage (from the repository root, with the ``dev`` extra installed)::
     .venv/bin/python tools/mutation.py verifiers leases # some groups
     .venv/bin/python tools/mutation.py --children 2 --budget 900 leases  # two workers, 15 min at most
     .venv/bin/python tools/mutation.py --list           # the groups, their code and their tests
+    .venv/bin/python tools/mutation.py --survivors leases  # the last run's survivors again, current tests
 
 Each group mutates only its own code and runs only the tests that exercise it (fast, in one
 process): mutmut reads its settings from ``pyproject.toml`` in the working directory, so each
@@ -52,6 +53,11 @@ class Group:
     names: tuple[str, ...] = ()  # fnmatch patterns of mutant names; empty = every function of ``code``
     services: bool = False  # PostgreSQL/Redis needed
     pytest_args: tuple[str, ...] = ()  # extra selection, e.g. one database of a parametrized fixture
+    # Module-level caches ("module:attribute", each with ``clear()``) emptied before each
+    # mutant's tests: mutmut forks every mutant's run from a process that has already run the
+    # tests once (its stats), so a cache filled there would hide a mutant of the code that
+    # fills it (e.g. a statement built once per shape) and the mutant would survive unseen.
+    caches: tuple[str, ...] = ()
 
 
 GROUPS: dict[str, Group] = {
@@ -68,15 +74,23 @@ GROUPS: dict[str, Group] = {
     "quarantine": Group(("switchboard/intake/quarantine.py",), ("tests/intake/test_quarantine.py",)),
     "vault": Group(("switchboard/intake/vault.py", "switchboard/sealing/*"), ("tests/intake/test_vault.py",)),
     # The trailer's at-most-once machinery. The broker and wakes are reached by the MCP and
-    # REST tests only (seconds per test), not measured here.
-    "notify": Group(("switchboard/notify/*",), ("tests/notify",),
+    # REST tests only (seconds per test), not measured here. Judged on SQLite, plus the
+    # PostgreSQL tests SQLite cannot stand in for: the probe's named parameters, and the forced
+    # race whose loser must deliver nothing (one writer on SQLite: a compare-and-set never loses).
+    "notify": Group(("switchboard/notify/*",), ("tests/notify/test_trailer.py", "tests/notify/test_subscriptions.py",
+                                                "tests/notify/test_trailer_race.py"),
                     ("switchboard.notify.trailer.*", "switchboard.notify.cursors.*",
                      "switchboard.notify.subscriptions.*"),
-                    services=True, pytest_args=("-k", "not postgresql")),
-    # The state machine's tests run on SQLite and PostgreSQL; a mutant is judged on SQLite only
-    # (a fresh migrated PostgreSQL database per test makes a run take hours on this machine).
+                    services=True, pytest_args=("-k", "not postgresql or at_most_once or loser_of_a_drain_race"),
+                    caches=("switchboard.notify.trailer:_COMPILED",)),
+    # The state machine's tests run on SQLite and PostgreSQL; a mutant is judged on SQLite (a fresh
+    # migrated PostgreSQL database per test would cost seconds a test), plus the PostgreSQL tests
+    # of what SQLite cannot show: the database's clock, the next-todo pick as a true scalar
+    # subquery (several candidates) and its order at equal priority (SQLite's index returns ties
+    # in id order anyway). A changed selection resets every verdict in mutmut: rename, don't add.
     "leases": Group(("switchboard/queue/leases.py",), ("tests/queue/test_leases.py",), services=True,
-                    pytest_args=("-k", "not postgresql")),
+                    pytest_args=("-k", "not postgresql or priority_then_oldest or on_postgres"),
+                    caches=("switchboard.queue.leases:_STATEMENTS",)),
 }
 
 
@@ -120,24 +134,49 @@ def prepare(name: str, group: Group) -> Path:
     work.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "switchboard", work / "switchboard", ignore=ignore)
-    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
     for extra in ("alembic.ini", "migrations"):
         src = ROOT / extra
         if src.is_dir():
             shutil.copytree(src, work / extra, ignore=ignore)
         elif src.exists():
             shutil.copy2(src, work / extra)
+    # ``-n 0``: the suite's ``addopts`` start xdist workers, whose calls mutmut's stats would not
+    # see; no unraisableexception plugin: its two full garbage collections take 0.5 s of every run.
+    pytest_args = ["-n", "0", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-x", "-q", *group.pytest_args]
     pyproject = (ROOT / "pyproject.toml").read_text()
     pyproject += (
         "\n[tool.mutmut]\n"
         'source_paths = ["switchboard"]\n'
         f"only_mutate = {_toml_list(group.code)}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
-        f'pytest_add_cli_args = {_toml_list(["-p", "no:cacheprovider", "-x", "-q", *group.pytest_args])}\n'
+        f"pytest_add_cli_args = {_toml_list(pytest_args)}\n"
         'also_copy = ["alembic.ini", "migrations"]\n'
     )
     (work / "pyproject.toml").write_text(pyproject)
+    copy_tests(work, group)
     return work
+
+
+def copy_tests(work: Path, group: Group) -> None:
+    """The current tests into the scratch copy, with the group's cache-emptying fixture."""
+    shutil.rmtree(work / "tests", ignore_errors=True)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if group.caches:
+        with (work / "tests" / "conftest.py").open("a") as fh:
+            fh.write(_FRESH_CACHES.format(caches=list(group.caches)))
+
+
+_FRESH_CACHES = """
+
+@pytest.fixture(scope="session", autouse=True)
+def _mutation_fresh_caches() -> None:
+    \"\"\"Written by tools/mutation.py: empty the caches a mutant's code would fill.\"\"\"
+    import importlib
+
+    for spec in {caches!r}:
+        module, attribute = spec.split(":")
+        getattr(importlib.import_module(module), attribute).clear()
+"""
 
 
 _MODULE = re.compile(r"^(?P<module>[\w.]+?)\.(?:x_|xǁ)")
@@ -176,10 +215,19 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
     return dict(sorted(per.items()))
 
 
-def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None) -> dict[str, object]:
-    work = prepare(name, group)
+def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None,
+        survivors: bool = False) -> dict[str, object]:
+    """Mutate and judge the group in a fresh scratch copy; or, with ``survivors``, re-judge only
+    the last run's survivors with the current tests (the other verdicts stand)."""
+    if survivors:
+        work = SCRATCH / name
+        last = json.loads((work / "summary.json").read_text())
+        names = [s.split(" ")[0] for row in last["modules"].values() for s in row["survived"]]
+        copy_tests(work, group)
+    else:
+        work, names = prepare(name, group), list(group.names)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
-    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *group.names]
+    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *names]
     started = time.monotonic()
     log = work / "mutmut.log"
     with log.open("w") as fh:
@@ -193,7 +241,8 @@ def run(name: str, group: Group, env: dict[str, str], children: int, budget: flo
             print(f"[{name}] stopped after the {budget} s budget", file=sys.stderr)
     seconds = round(time.monotonic() - started, 1)
     modules = summarise(work, group.names)
-    summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:]), "modules": modules}
+    summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:7] + (["<survivors>"] if survivors else names)),
+               "modules": modules}
     (work / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"== {name}: {seconds} s")
     for module, row in modules.items():
@@ -216,6 +265,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the groups and exit")
     parser.add_argument("--summary", action="store_true",
                         help="print the last run's results of the groups without running mutmut")
+    parser.add_argument("--survivors", action="store_true",
+                        help="re-run only the last run's survivors of the groups, with the current tests")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per group; unchecked mutants are reported as such (default: none)")
     args = parser.parse_args()
@@ -233,7 +284,7 @@ def main() -> None:
     with ExitStack() as stack:
         env = stack.enter_context(services()) if need else {}
         for name in names:
-            run(name, GROUPS[name], env, args.children, args.budget)
+            run(name, GROUPS[name], env, args.children, args.budget, args.survivors)
 
 
 if __name__ == "__main__":

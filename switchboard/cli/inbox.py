@@ -8,6 +8,7 @@ import click
 
 from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, cursor_option, main, open_hub, with_more
+from switchboard.inbox.items import DECIDED
 
 
 @main.group()
@@ -84,7 +85,7 @@ def inbox_answer(item_id: str, answer: str, human_name: str | None) -> tuple[dic
 def inbox_decide(item_id: str, decision: str, note: str | None, human_name: str | None) -> tuple[dict[str, Any], str]:
     """Approve or deny the approval ITEM_ID."""
     data = _resolve_as(item_id, human_name, decision=decision, note=note)
-    return data, f"{item_id} {decision}d"
+    return data, f"{item_id} {DECIDED[decision]}"
 
 
 @main.group()

@@ -37,6 +37,7 @@ MAX_OPTIONS = 20
 MAX_EXPIRES_SECONDS = 30 * 86_400
 MAX_READ_LIMIT = 200
 DECISIONS = ("approve", "deny")
+DECIDED = {"approve": "approved", "deny": "denied"}  # in titles: "Approval denied: ..."
 VIAS = ("cli", "rest", "web", "relay", "chat", "expiry", "agent")
 READ_STATUSES = ("open", "answered", "decided", "expired", "resolved")
 _POSTED = {"question": "question.posted", "approval": "approval.requested"}
@@ -169,7 +170,7 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
             raise InvalidArgument(f"note must be at most {MAX_ANSWER_CHARS} characters")
         item.note = note
     item.resolved_by_human_id, item.resolved_via, item.resolved_at = human_id, via, now
-    what = {"answered": "answered", "expired": "expired", "decided": f"{item.decision}d"}[item.status]
+    what = DECIDED[str(item.decision)] if item.status == "decided" else item.status  # answered, expired
     data: dict[str, Any] = {"inbox_item_id": item.id, "agent_id": item.agent_id, "status": item.status,
                             "decision": item.decision, "via": via}
     if item.kind == "permission":

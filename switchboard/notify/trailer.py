@@ -28,7 +28,7 @@ from switchboard.clock import iso
 from switchboard.db import Database
 from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
-from switchboard.inbox.items import resolved_after
+from switchboard.inbox.items import DECIDED, resolved_after
 from switchboard.models import FeedEvent, Grant, Subscription
 from switchboard.notify import cursors
 
@@ -124,7 +124,7 @@ def drain(session: Session, agent_id: str, budget: int = MAX_ITEMS) -> tuple[lis
     if rows and cursors.advance(session, agent_id, cursors.ATTENTION, "", old, int(rows[-1].resolved_event_id or 0)):
         for item in rows:
             noun = _NOUNS.get(item.kind, "Approval")
-            what = {"answered": "answered", "expired": "expired"}.get(item.status, f"{item.decision}d")
+            what = DECIDED[str(item.decision)] if item.status == "decided" else item.status  # answered, expired
             items.append({"source": "attention", "kind": _KINDS.get(item.kind, "approval.decided"),
                           "id": item.id, "project_id": item.project_id, "title": f"{noun} {what}: {item.title}",
                           "at": iso(item.resolved_at)})

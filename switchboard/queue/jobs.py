@@ -25,6 +25,7 @@ from switchboard import metrics
 from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.inbox import chat_verdicts
+from switchboard.inbox.items import DECIDED
 from switchboard.intake import quarantine, screening, vault
 from switchboard.intake.attribution import Attribution, attribute
 from switchboard.intake.channel_break import Break
@@ -365,7 +366,7 @@ def _consume_verdict(
     delivery.status = "processed"
     if outcome["outcome"] == "decided":
         decided_for.append(outcome["agent_id"])
-        title = f"Chat verdict: permission prompt {request_id} {decision}d"
+        title = f"Chat verdict: permission prompt {request_id} {DECIDED[decision]}"
     else:
         title = f"Chat verdict ignored: {outcome['outcome']} request id {request_id}"
     feed.append(
