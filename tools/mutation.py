@@ -133,7 +133,9 @@ def prepare(name: str, group: Group) -> Path:
         'source_paths = ["switchboard"]\n'
         f"only_mutate = {_toml_list(group.code)}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(group.tests)}\n"
-        f'pytest_add_cli_args = {_toml_list(["-p", "no:cacheprovider", "-x", "-q", *group.pytest_args])}\n'
+        # One process: mutmut maps tests to functions and switches mutants on in its own process,
+        # which the suite's xdist workers (``addopts = -n 3``) would bypass: ``-n 0``.
+        f'pytest_add_cli_args = {_toml_list(["-p", "no:cacheprovider", "-n", "0", "-x", "-q", *group.pytest_args])}\n'
         'also_copy = ["alembic.ini", "migrations"]\n'
     )
     (work / "pyproject.toml").write_text(pyproject)
