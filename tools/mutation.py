@@ -6,6 +6,7 @@ Usage (from the repository root, with the ``dev`` extra installed)::
     .venv/bin/python tools/mutation.py verifiers leases # some groups
     .venv/bin/python tools/mutation.py --children 2 --budget 900 leases  # two workers, 15 min at most
     .venv/bin/python tools/mutation.py --list           # the groups, their code and their tests
+    .venv/bin/python tools/mutation.py --survivors secrets  # the last run's survivors again, new tests
 
 Each group mutates only its own code and runs only the tests that exercise it (fast, in one
 process): mutmut reads its settings from ``pyproject.toml`` in the working directory, so each
@@ -178,13 +179,44 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
     return dict(sorted(per.items()))
 
 
-def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None) -> dict[str, object]:
-    work = prepare(name, group)
+def again(name: str, group: Group) -> tuple[Path, list[str]]:
+    """The last run's scratch copy with today's tests, and its mutants without a kill.
+
+    Only tests may have changed since that run: mutmut keeps every verdict, and judges the
+    named mutants again (new tests are mapped to functions first).
+
+    Raises:
+        SystemExit: no earlier run, or the group's code changed since (run the group in full).
+    """
+    work = SCRATCH / name
+    if not (work / "mutants").is_dir():
+        raise SystemExit(f"[{name}] no earlier run in {work}: run the group in full first")
+    for pattern in group.code:
+        for src in ROOT.glob(pattern):
+            copy = work / src.relative_to(ROOT)
+            if src.is_file() and (not copy.is_file() or copy.read_bytes() != src.read_bytes()):
+                raise SystemExit(f"[{name}] {src.relative_to(ROOT)} changed since the last run: run the group in full")
+    shutil.rmtree(work / "tests")
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    names = [s.split(" (")[0] for row in summarise(work, group.names).values()
+             for s in row["survived"]]  # type: ignore[attr-defined]
+    return work, names
+
+
+def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None,
+        survivors: bool = False) -> dict[str, object]:
+    if survivors:
+        work, names = again(name, group)
+        if not names:  # mutmut run without names would judge every mutant
+            print(f"[{name}] no survivors to judge again")
+            return {"group": name, "modules": summarise(work, group.names)}
+    else:
+        work, names = prepare(name, group), list(group.names)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
-    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *group.names]
+    cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *names]
     started = time.monotonic()
     log = work / "mutmut.log"
-    with log.open("w") as fh:
+    with log.open("a" if survivors else "w") as fh:
         try:
             proc = subprocess.run(cmd, check=False, cwd=work, env={**os.environ, **env}, stdout=fh,
                                   stderr=subprocess.STDOUT, timeout=budget)
@@ -195,7 +227,8 @@ def run(name: str, group: Group, env: dict[str, str], children: int, budget: flo
             print(f"[{name}] stopped after the {budget} s budget", file=sys.stderr)
     seconds = round(time.monotonic() - started, 1)
     modules = summarise(work, group.names)
-    summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:]), "modules": modules}
+    summary = {"group": name, "seconds": seconds, "survivors_only": survivors,
+               "command": " ".join(cmd[3:]), "modules": modules}
     (work / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"== {name}: {seconds} s")
     for module, row in modules.items():
@@ -220,6 +253,9 @@ def main() -> None:
                         help="print the last run's results of the groups without running mutmut")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per group; unchecked mutants are reported as such (default: none)")
+    parser.add_argument("--survivors", action="store_true",
+                        help="judge only the last run's survivors again, with the current tests (the code "
+                        "must be unchanged since that run); the score covers every mutant")
     args = parser.parse_args()
     if args.list:
         for name, g in GROUPS.items():
@@ -235,7 +271,7 @@ def main() -> None:
     with ExitStack() as stack:
         env = stack.enter_context(services()) if need else {}
         for name in names:
-            run(name, GROUPS[name], env, args.children, args.budget)
+            run(name, GROUPS[name], env, args.children, args.budget, args.survivors)
 
 
 if __name__ == "__main__":
