@@ -101,6 +101,8 @@ EDITED = {"type": "message", "subtype": "message_changed", "channel": "C1"}
     ({**EDITED, "message": {"user": "U2", "subtype": "bot_message"}}, "T1", Sender("slack", "T1", "U2", is_bot=True)),
     ({"type": "message", "subtype": "bot_message", "channel": "C1", "user": "U6"}, "T1",
      Sender("slack", "T1", "U6", is_bot=True)),
+    ({"type": "message", "subtype": " bot_message", "channel": "C1", "user": "U6"}, "T1",  # read trimmed
+     Sender("slack", "T1", "U6", is_bot=True)),
     ({"type": "message", "subtype": "bot_message", "channel": "C1", "bot_id": "B1"}, "T1",
      Sender("slack", "T1", "B1", is_bot=True)),
     ({"type": "message", "channel": "C1", "bot_profile": {"name": "ci"}}, "T1", Sender("slack", "T1", "bot", is_bot=True)),
