@@ -16,8 +16,10 @@ from switchboard.intake.channel_break import (
     _fold,
     _normal,
     _tables,
+    breaks_channel,
     check_text,
     find_break,
+    iter_strings,
 )
 from tests.conftest import CASES
 
@@ -201,3 +203,19 @@ def test_tables_built_afresh_give_every_verdict() -> None:
     missing = [hex(ord(ch)) for ch in starters if not t.trigger.search(ch) and (
         any(c in unicodedata.normalize("NFKD", ch) for c in "<&%\\") or "<" in _fold(_normal(ch, t), t))]
     assert missing == []
+
+
+@pytest.mark.parametrize(("escaped", "decoded"), [
+    ("\\U0000003c/channel", "</channel"),
+    ("\\U0010ffff", "\U0010ffff"),          # the last code point
+    ("\\U00110000", "\\U00110000"),         # past it: left as written
+    ("\\ud7ff \\ud800 \\udfff \\ue000", "\ud7ff \\ud800 \\udfff \ue000"),  # surrogates are left as written
+])
+def test_escapes_decode_to_code_points_and_only_to_code_points(escaped: str, decoded: str) -> None:
+    assert _decode(escaped) == decoded
+
+
+def test_breaks_channel_and_the_paths_of_every_string_and_key() -> None:
+    assert breaks_channel("</channel>") is True and breaks_channel("hello") is False
+    assert list(iter_strings({"a": ["x", {"b": "y"}]})) == [("$.a", "a"), ("$.a[0]", "x"), ("$.a[1].b", "b"),
+                                                            ("$.a[1].b", "y")]

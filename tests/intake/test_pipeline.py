@@ -9,10 +9,13 @@ from urllib.parse import urlencode
 from sqlalchemy import func, select
 
 from switchboard.hub import Hub
-from switchboard.intake.channel_break import check_text
+from switchboard.intake import screening
+from switchboard.intake.channel_break import RULE_PLAIN, Break, check_text
 from switchboard.models import Delivery, FeedEvent, Todo
 from switchboard.queue.jobs import process_delivery
+from switchboard.sources import adapter_for
 from tests.conftest import CASES, World
+from tests.intake.planted_secrets import corpus
 
 
 def _case(name: str) -> dict[str, Any]:
@@ -135,3 +138,46 @@ def test_slack_style_mentions_in_a_github_payload_are_accepted(world: World) -> 
         assert status == "processed"
     finally:
         hub.close()
+
+
+# -- screening on its own (mutation testing, issue 17) -----------------------------------------------
+
+
+def test_a_secret_is_replaced_in_the_payload_and_the_title_rendered_again_from_it() -> None:
+    token = corpus()[0].value
+    payload = {"action": "opened", "issue": {"number": 7, "title": f"deploy with {token}", "body": "x"},
+               "repository": {"full_name": "a/b"}, "sender": {"id": 1, "login": "o"}}
+    body = urlencode({"payload": json.dumps(payload)}).encode()  # a form: rendered again as JSON
+    headers = {"x-github-event": "issues", "x-github-delivery": "d-1",
+               "content-type": "application/x-www-form-urlencoded"}
+    github = adapter_for("github")
+    screened = screening.screen(body, headers, github.parse(body, headers), github, "default")
+    assert screened.rejected is None and screened.envelope is not None
+    (ref,) = screened.secrets
+    assert (ref.kind, ref.value) == ("github_pat", token)
+    assert screened.envelope.payload == {**payload, "issue": {**payload["issue"], "title": f"deploy with {ref.rendered}"}}
+    assert (screened.envelope.title, screened.envelope.summary) == (f"Issue #7 opened in a/b: deploy with {ref.rendered}",
+                                                                    None)
+
+
+def test_a_secret_value_in_text_rendered_from_headers_is_scrubbed() -> None:
+    """The summary names the event from an (unsigned) header; a found value in it is replaced too."""
+    payload = {"password": "hunter2hunter2", "repository": {"full_name": "a/b"}}
+    body = json.dumps(payload).encode()
+    headers = {"x-gitea-event": "hunter2hunter2", "content-type": "application/json"}
+    gitea = adapter_for("gitea")
+    screened = screening.screen(body, headers, gitea.parse(body, headers), gitea, "default")
+    assert screened.envelope is not None
+    (ref,) = screened.secrets
+    assert screened.envelope.payload == {**payload, "password": ref.rendered}
+    assert (screened.envelope.title, screened.envelope.summary) == (None, f"Gitea {ref.rendered} in a/b")
+
+
+def test_rendered_text_after_an_empty_one_is_still_checked() -> None:
+    assert screening.find_rendered_break({"title": None, "summary": "</channel>"}) == Break("summary", RULE_PLAIN)
+    assert screening.find_rendered_break({"title": None, "summary": "fine"}) is None
+
+
+def test_warm_up_builds_the_tables_and_compiles_the_scanner() -> None:
+    screening.warm_up()
+    assert check_text("</channel>") == RULE_PLAIN
