@@ -67,7 +67,8 @@ GROUPS: dict[str, Group] = {
     "screening": Group(("switchboard/intake/screening.py", "switchboard/intake/channel_break.py"),
                        ("tests/intake/test_channel_break.py", "tests/intake/test_pipeline.py")),
     "quarantine": Group(("switchboard/intake/quarantine.py",), ("tests/intake/test_quarantine.py",)),
-    "vault": Group(("switchboard/intake/vault.py", "switchboard/sealing/*"), ("tests/intake/test_vault.py",)),
+    "vault": Group(("switchboard/intake/vault.py", "switchboard/sealing/*"),
+                   ("tests/intake/test_vault.py", "tests/intake/test_sealed_text.py")),
     # The trailer's at-most-once machinery. The broker and wakes are reached by the MCP and
     # REST tests only (seconds per test), not measured here.
     "notify": Group(("switchboard/notify/*",), ("tests/notify",),
