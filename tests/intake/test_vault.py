@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from switchboard import admin
 from switchboard.config import Settings
-from switchboard.errors import ConfigError, SwitchboardError
+from switchboard.errors import ConfigError, NotFound, RateLimited, SwitchboardError
 from switchboard.hub import Hub
 from switchboard.intake import vault
 from switchboard.intake.secrets import MintedRef, new_ref
-from switchboard.models import SecretRef
+from switchboard.mcp_server.specs import Caller
+from switchboard.models import FeedEvent, SecretRef
 from tests.conftest import World, cli, cli_env
 
 
@@ -202,3 +204,63 @@ def _primary_of(settings) -> str:  # type: ignore[no-untyped-def]
     from switchboard.intake import vault as vault_mod
 
     return vault_mod.load_key_ring(settings).primary
+
+
+# -- found by mutation testing (issue 17) ------------------------------------------------------------
+
+
+def test_the_fetch_limit_is_per_agent_over_a_sliding_window() -> None:
+    assert (vault.FetchLimiter().limit, vault.FetchLimiter().window) == (30, 60.0)
+    limiter = vault.FetchLimiter(limit=2, window=60)
+    limiter.check("a", 0.0)
+    limiter.check("a", 30.0)
+    with pytest.raises(RateLimited) as info:
+        limiter.check("a", 59.9)
+    assert info.value.args[0] == "at most 2 secret fetches per 60 s; retry later"
+    limiter.check("b", 59.9)  # another agent has its own window
+    limiter.check("a", 60.0)  # the first call left the window exactly 60 s later
+    with pytest.raises(RateLimited):
+        limiter.check("a", 60.0)
+
+
+def test_a_fetch_returns_the_value_to_a_worker_and_records_who_fetched_what(world: World) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        ref = _store(hub, world.project_id, "ghp_value")
+        caller = Caller(world.agent_id, "claude1", "hum_x")
+        result = vault.fetch_tool(hub, caller, {"ref": ref})
+        assert result == {"ref": ref, "value": "ghp_value"}
+        assert vault.render_fetch(result) == f"secret {ref}: ghp_value"
+        with hub.db.read() as s:
+            (event,) = s.execute(select(FeedEvent).where(FeedEvent.kind == "secret.fetched")).scalars()
+        assert (event.project_id, event.subject_id, event.title, event.data) == (
+            world.project_id, ref, f"Secret {ref} (github_pat) fetched by agent claude1",
+            {"ref": ref, "kind": "github_pat", "agent_id": world.agent_id, "agent": "claude1"})
+        with hub.db.write() as s:
+            admin.add_agent(s, "reader", "alice")
+            admin.grant(s, "reader", "acme", "read")
+            reader = admin.agent_by_name(s, "reader").id
+        for who, asked in ((caller, "sec_" + "A" * 32), (caller, ref[:-1]), (Caller(reader, "reader", "hum_x"), ref)):
+            with pytest.raises(NotFound) as info:
+                vault.fetch_tool(hub, who, {"ref": asked})
+            assert info.value.args[0] == "no such secret ref"
+    finally:
+        hub.close()
+
+
+def test_storing_keeps_existing_refs_and_cuts_the_kind(world: World) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        ring = vault.load_key_ring(hub.settings)
+        ref = new_ref()
+        with hub.db.write() as s:
+            assert vault.store(s, ring, world.project_id, None, [MintedRef(ref, "k" * 70, "first")],
+                               hub.clock.now()) == 1
+        with hub.db.write() as s:
+            assert vault.store(s, ring, world.project_id, None, [MintedRef(ref, "other", "second"),
+                                                                  MintedRef(new_ref(), "other", "third")],
+                               hub.clock.now()) == 1
+        row = _record(hub, ref)
+        assert (row.kind, row.version, vault.open_record(ring, row)) == ("k" * 60, 1, "first")
+    finally:
+        hub.close()
