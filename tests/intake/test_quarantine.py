@@ -181,7 +181,7 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
 
 
 def _held(hub: Hub, project: str, at: datetime, *, sender: dict | None = None, event: str | None = "issues",
-          status: str = "quarantined") -> str:
+          status: str = "quarantined", delivery_id: str | None = None) -> str:
     """A stored delivery held in quarantine (``unknown_sender``); the body names ``sender``."""
     body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}, "repository": {"full_name": "a/b"},
                        "sender": sender}).encode() if sender is not None else None
@@ -192,6 +192,8 @@ def _held(hub: Hub, project: str, at: datetime, *, sender: dict | None = None, e
                      headers={"x-github-event": "issues", "x-github-delivery": "72d3162e", "content-type": "application/json"},
                      raw_body=body,
                      quarantine_reason="unknown_sender", received_at=at, processed_at=at)
+        if delivery_id is not None:
+            d.id = delivery_id
         s.add(d)
         s.flush()
         return d.id
@@ -201,11 +203,13 @@ def test_the_quarantine_list_is_oldest_first_per_project_in_pages_of_a_hundred_b
     beta = _held(hub, "beta", T0 - timedelta(seconds=1))
     acme = [_held(hub, "acme", T0 + timedelta(seconds=i)) for i in range(101)]
     _held(hub, "acme", T0 - timedelta(seconds=2), status="processed")
+    # Received at the same instant: by id (stored in the other order).
+    tied = [_held(hub, "beta", T0 + timedelta(days=1), delivery_id=f"dlv_tie{n}") for n in (2, 1)]
     with hub.db.read() as s:
         acme_id, beta_id = admin.project_by_name(s, "acme").id, admin.project_by_name(s, "beta").id
         assert [r["id"] for r in quarantine.list_quarantined(s)] == [beta, *acme[:99]]
         assert [r["id"] for r in quarantine.page_quarantined(s)["deliveries"]] == [beta, *acme[:99]]
-        assert [r["id"] for r in quarantine.list_quarantined(s, beta_id)] == [beta]
+        assert [r["id"] for r in quarantine.list_quarantined(s, beta_id)] == [beta, *sorted(tied)]
         assert [r["id"] for r in quarantine.list_quarantined(s, acme_id, limit=2)] == acme[:2]
         first = quarantine.page_quarantined(s, [acme_id], limit=60)
         assert [r["id"] for r in first["deliveries"]] == acme[:60] and first["has_more"] is True
@@ -219,6 +223,7 @@ def test_the_quarantine_list_is_oldest_first_per_project_in_pages_of_a_hundred_b
 def test_a_listed_delivery_shows_its_sender_readably_and_what_attribution_says_now(hub: Hub) -> None:
     held = _held(hub, "acme", T0, sender={"id": 100, "login": "al\u202eice", "type": "User"})
     bot = _held(hub, "beta", T0 + timedelta(seconds=1), sender={"id": 200, "login": "bob", "type": "Bot"})
+    untrusted = _held(hub, "acme", T0 + timedelta(seconds=2), sender={"id": 200, "login": "bob", "type": "User"})
     with hub.db.read() as s:
         rows = quarantine.list_quarantined(s)
         source_id = s.execute(select(Delivery.source_id).where(Delivery.id == held)).scalar_one()
@@ -229,6 +234,7 @@ def test_a_listed_delivery_shows_its_sender_readably_and_what_attribution_says_n
         "sender": {"provider": "github", "workspace": "", "external_id": "100", "login": "alice", "is_bot": False},
     }
     assert rows[1]["id"] == bot and rows[1]["reason_now"] == "bot_sender" and rows[1]["sender"]["is_bot"] is True
+    assert rows[2]["id"] == untrusted and rows[2]["reason_now"] == "untrusted_sender"
 
 
 def test_release_says_why_the_sender_is_still_held(hub: Hub) -> None:
@@ -254,7 +260,7 @@ def test_release_and_discard_record_who_when_and_a_feed_event(hub: Hub) -> None:
     with hub.db.write() as s:
         alice = admin.human_by_name(s, "alice").id
         project_id = admin.project_by_name(s, "acme").id
-        quarantine.release(s, clock, released, as_human_id=alice)
+        assert quarantine.release(s, clock, released, as_human_id=alice).status == "received"
         quarantine.release(s, clock, nameless, as_human_id=alice)
         quarantine.discard(s, clock, discarded)
         quarantine.discard(s, clock, gone)
