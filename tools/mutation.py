@@ -6,7 +6,7 @@ Usage (from the repository root, with the ``dev`` extra installed)::
     .venv/bin/python tools/mutation.py verifiers leases # some groups
     .venv/bin/python tools/mutation.py --children 2 --budget 900 leases  # two workers, 15 min at most
     .venv/bin/python tools/mutation.py --list           # the groups, their code and their tests
-    .venv/bin/python tools/mutation.py --survivors secrets  # the last run's survivors again, new tests
+    .venv/bin/python tools/mutation.py --survivors secrets  # survivors and unchecked again, new tests
 
 Each group mutates only its own code and runs only the tests that exercise it (fast, in one
 process): mutmut reads its settings from ``pyproject.toml`` in the working directory, so each
@@ -144,6 +144,7 @@ def prepare(name: str, group: Group) -> Path:
     return work
 
 
+_KILLED = ("killed", "timeout", "caught by type check")
 _MODULE = re.compile(r"^(?P<module>[\w.]+?)\.(?:x_|xǁ)")
 
 
@@ -166,7 +167,7 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
             row["not_checked"] = int(row.get("not_checked", 0)) + 1  # type: ignore[call-overload]
             continue
         row["total"] = int(row["total"]) + 1  # type: ignore[call-overload]
-        if status in ("killed", "timeout", "caught by type check"):
+        if status in _KILLED:
             row["killed"] = int(row["killed"]) + 1  # type: ignore[call-overload]
         else:
             if status == "survived":
@@ -181,7 +182,8 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
 
 
 def again(name: str, group: Group) -> tuple[Path, list[str]]:
-    """The last run's scratch copy with today's tests, and its mutants without a kill.
+    """The last run's scratch copy with today's tests, and its mutants without a kill (survivors,
+    and those a budget left unchecked).
 
     Only tests may have changed since that run: mutmut keeps every verdict, and judges the
     named mutants again (new tests are mapped to functions first).
@@ -199,8 +201,14 @@ def again(name: str, group: Group) -> tuple[Path, list[str]]:
                 raise SystemExit(f"[{name}] {src.relative_to(ROOT)} changed since the last run: run the group in full")
     shutil.rmtree(work / "tests")
     shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    names = [s.split(" (")[0] for row in summarise(work, group.names).values()
-             for s in row["survived"]]  # type: ignore[attr-defined]
+    out = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "results", "--all", "true"],
+                         cwd=work, capture_output=True, text=True, check=True).stdout
+    names = []
+    for line in out.splitlines():
+        if ": " in line:
+            name, status = (p.strip() for p in line.rsplit(": ", 1))
+            if status not in _KILLED and (not group.names or any(fnmatch.fnmatch(name, p) for p in group.names)):
+                names.append(name)  # survived, no tests, not checked (a budget ran out), ...
     return work, names
 
 
@@ -255,8 +263,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per group; unchecked mutants are reported as such (default: none)")
     parser.add_argument("--survivors", action="store_true",
-                        help="judge only the last run's survivors again, with the current tests (the code "
-                        "must be unchanged since that run); the score covers every mutant")
+                        help="judge only the last run's survivors and unchecked mutants again, with the current "
+                        "tests (the code must be unchanged since that run); the score covers every mutant")
     args = parser.parse_args()
     if args.list:
         for name, g in GROUPS.items():
