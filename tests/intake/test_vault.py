@@ -264,3 +264,170 @@ def test_storing_keeps_existing_refs_and_cuts_the_kind(world: World) -> None:
         assert (row.kind, row.version, vault.open_record(ring, row)) == ("k" * 60, 1, "first")
     finally:
         hub.close()
+
+
+def _ring(kid: str = "k1") -> vault.KeyRing:
+    return vault.KeyRing({kid: bytes(range(32))}, kid)
+
+
+def test_a_record_sealed_under_a_missing_or_another_key_fails_with_its_ref_only(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        row = _record(hub, _store(hub, world.project_id, "ghp_value"))
+    finally:
+        hub.close()
+    with pytest.raises(SwitchboardError) as info:
+        vault.open_record(_ring("gone"), row)
+    assert info.value.args[0] == "the vault key for this secret is not configured"
+    with pytest.raises(SwitchboardError) as info:
+        vault.open_record(vault.KeyRing({row.key_id: bytes(32)}, row.key_id), row)
+    assert info.value.args[0] == "the secret could not be decrypted"
+    assert [r.getMessage() for r in caplog.records if r.name == "switchboard.sealing.records"] == [
+        f"secret {row.ref} is sealed under key {row.key_id}, which is not in the vault key ring",
+        f"secret {row.ref} failed authentication (tampered or moved)"]
+
+
+@pytest.mark.parametrize("kid", ["k", "k" * 40])
+def test_a_sealed_body_names_its_key_and_opens_whatever_the_key_id_length(kid: str) -> None:
+    ring = _ring(kid)
+    sealed = vault.seal_body(ring, b"body")
+    magic = len(vault.BODY_MAGIC)
+    assert sealed[:magic] == vault.BODY_MAGIC == b"\x00SBV1"
+    assert (sealed[magic], sealed[magic + 1:magic + 1 + len(kid)]) == (len(kid), kid.encode())
+    assert len(sealed) == magic + 1 + len(kid) + 12 + len(b"body") + 16
+    assert vault.open_body(ring, sealed) == b"body"
+    assert vault.open_body(vault.KeyRing({"other": bytes(32), **ring.keys}, "other"), sealed) == b"body"
+
+
+def test_a_sealed_body_without_its_key_or_ring_or_tampered_fails_with_a_reason() -> None:
+    sealed = vault.seal_body(_ring(), b"body")
+    for ring, stored, reason in (
+            (None, sealed, "a sealed delivery body was read without the vault key ring"),
+            (_ring("k2"), sealed, "the vault key for this delivery body is not configured"),
+            (_ring(), sealed[:-1] + bytes([sealed[-1] ^ 1]), "the delivery body could not be decrypted"),
+            (vault.KeyRing({"k1": bytes(32)}, "k1"), sealed, "the delivery body could not be decrypted")):
+        with pytest.raises(SwitchboardError) as info:
+            vault.open_body(ring, stored)
+        assert info.value.args[0] == reason
+    assert vault.open_body(None, b"clear") == b"clear"
+
+
+def test_the_sealed_column_types_seal_on_write_open_on_read_and_refuse_without_a_ring() -> None:
+    from types import SimpleNamespace
+
+    from switchboard.sealing.columns import dialect_ring
+    from switchboard.sealing.text import PREFIX, SealedText, open_text
+
+    ring = _ring()
+    with_ring = SimpleNamespace(switchboard_vault_ring=ring)
+    lazy = SimpleNamespace(switchboard_vault_ring=lambda: ring)
+    bare = SimpleNamespace()
+    assert dialect_ring(with_ring) is ring and dialect_ring(lazy) is ring and dialect_ring(bare) is None
+    body_type, text_type = vault.SealedBytes(), SealedText()
+    stored = body_type.process_bind_param(b"body", lazy)
+    assert stored is not None and vault.open_body(ring, stored) == b"body"
+    assert body_type.process_result_value(stored, with_ring) == b"body"
+    assert body_type.process_bind_param(None, bare) is None and body_type.process_result_value(None, bare) is None
+    secret = text_type.process_bind_param("s3cret", with_ring)
+    assert secret is not None and secret.startswith(PREFIX) and open_text(ring, secret) == "s3cret"
+    assert text_type.process_bind_param(secret, bare) == secret  # sealed already: kept as it is
+    assert text_type.process_result_value(secret, lazy) == "s3cret"
+    assert text_type.process_bind_param(None, bare) is None and text_type.process_result_value(None, bare) is None
+    for kind, value, reason in ((body_type, b"x", "refusing to store a delivery body without the vault key ring"),
+                                (text_type, "x", "refusing to store a source secret without the vault key ring")):
+        with pytest.raises(SwitchboardError) as info:
+            kind.process_bind_param(value, bare)
+        assert info.value.args[0] == reason
+
+
+@pytest.mark.parametrize("kid", ["k", "k" * 40])
+def test_a_sealed_source_secret_names_its_key_and_opens_whatever_the_key_id_length(kid: str) -> None:
+    from switchboard.sealing.text import PREFIX, key_id_of, open_text, seal_text
+
+    ring = _ring(kid)
+    stored = seal_text(ring, "s3cret é")
+    raw = base64.urlsafe_b64decode(stored[len(PREFIX):])
+    assert stored.startswith("sbv1:") and (raw[0], raw[1:1 + len(kid)]) == (len(kid), kid.encode())
+    assert len(raw) == 1 + len(kid) + 12 + len("s3cret é".encode()) + 16
+    assert key_id_of(stored) == kid and key_id_of("clear") is None
+    assert open_text(ring, stored) == "s3cret é" and open_text(None, "clear") == "clear"
+    for ring_, value, reason in (
+            (None, stored, "a sealed source secret was read without the vault key ring"),
+            (_ring("other"), stored, "the vault key for this source secret is not configured"),
+            (vault.KeyRing({kid: bytes(32)}, kid), stored, "a source secret could not be decrypted"),
+            (ring, "sbv1:!!", "a source secret could not be decrypted"),
+            (ring, "sbv1:", "a source secret could not be decrypted")):
+        with pytest.raises(SwitchboardError) as info:
+            open_text(ring_, value)
+        assert info.value.args[0] == reason
+
+
+def test_key_ring_errors_name_the_entry_and_the_id() -> None:
+    k = base64.urlsafe_b64encode(bytes(32)).decode()
+    short = base64.urlsafe_b64encode(bytes(16)).decode().rstrip("=")
+    for text, reason in (
+            ("", "no keys given"), (" , ", "no keys given"),
+            (f"a:{k},nocolon", "entry 2 must be <id>:<key> with an id of [A-Za-z0-9_-]{1,40}"),
+            (f"{'k' * 41}:{k}", "entry 1 must be <id>:<key> with an id of [A-Za-z0-9_-]{1,40}"),
+            ("k1:a", "key 'k1' is not url-safe base64"),
+            (f"k1:{short}", "key 'k1' must be 32 bytes, got 16"),
+            (f"k1:{k},k1:{k}", "key id 'k1' appears twice")):
+        with pytest.raises(ValueError) as info:
+            vault.parse_key_ring(text)
+        assert info.value.args[0] == reason, text
+    ring = vault.parse_key_ring(f" a:{k} ,, b:{k.rstrip('=')}")
+    assert (ring.primary, ring.ids, ring.keys["b"]) == ("a", ["a", "b"], bytes(32))
+    assert ring.serialise() == f"a:{k},b:{k}" and vault.parse_key_ring(ring.serialise()) == ring
+
+
+def test_new_key_ids_and_rings_are_random_and_well_formed(tmp_path: Path) -> None:
+    import re
+
+    ids = {vault.new_key_id() for _ in range(20)}
+    assert len(ids) == 20 and all(re.fullmatch(r"k[0-9a-f]{8}", i) for i in ids)
+    ring = vault.generate_key_ring()
+    assert list(ring.keys) == [ring.primary] and len(ring.keys[ring.primary]) == 32
+    assert vault.generate_key_ring().keys != ring.keys
+    assert vault.key_file(Settings(home=tmp_path)) == tmp_path / "vault.keys"
+    path = tmp_path / "sub" / "vault.keys"
+    vault.write_key_file(path, ring)
+    assert path.read_text() == ring.serialise() + "\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in path.parent.iterdir()] == ["vault.keys"]
+
+
+def test_the_key_file_is_created_once_kept_per_process_and_reread_when_it_changes(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from switchboard.sealing.keys import _create_key_file
+
+    caplog.set_level("WARNING", logger="switchboard.sealing.keys")
+    settings = Settings(home=tmp_path / "a")
+    path = settings.home / "vault.keys"
+    ring = vault.load_key_ring(settings)
+    assert vault.load_key_ring(settings) is ring and vault.parse_key_ring(path.read_text()) == ring
+    other = vault.generate_key_ring()
+    vault.write_key_file(path, other)
+    os.utime(path, ns=(1, 1))  # another process rotated: a different mtime
+    assert vault.load_key_ring(settings) == other
+    assert vault.load_key_ring(settings, fresh=True) == other
+    path.chmod(0o644)
+    vault.load_key_ring(settings, fresh=True)
+    path.write_text(" , ")
+    with pytest.raises(ConfigError) as info:
+        vault.load_key_ring(settings, fresh=True)
+    assert info.value.problems == [f"vault key file {path}: no keys given"]
+    shared = Settings(home=tmp_path / "b", database_url="postgresql://db.example/x")
+    vault.load_key_ring(shared)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"generated a vault key ring in {path} (mode 0600); back it up",
+        f"vault key file {path} is readable by group or others; chmod 600 it",
+        f"vault key file {path} is readable by group or others; chmod 600 it",  # and when it is malformed
+        ("SWITCHBOARD_VAULT_KEYS is unset with a shared database: every process on every host must use the same "
+         f"{shared.home / 'vault.keys'}, or set the same SWITCHBOARD_VAULT_KEYS everywhere"),
+        f"generated a vault key ring in {shared.home / 'vault.keys'} (mode 0600); back it up"]
+    created = tmp_path / "c" / "vault.keys"
+    assert _create_key_file(created, ring) is True and _create_key_file(created, other) is False
+    assert vault.parse_key_ring(created.read_text()) == ring and stat.S_IMODE(created.stat().st_mode) == 0o600
+    assert [p.name for p in created.parent.iterdir()] == ["vault.keys"]
+    env = Settings(home=tmp_path / "d", vault_keys=other.serialise())
+    assert vault.load_key_ring(env) == other and not (tmp_path / "d" / "vault.keys").exists()
