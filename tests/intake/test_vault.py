@@ -431,3 +431,51 @@ def test_the_key_file_is_created_once_kept_per_process_and_reread_when_it_change
     assert [p.name for p in created.parent.iterdir()] == ["vault.keys"]
     env = Settings(home=tmp_path / "d", vault_keys=other.serialise())
     assert vault.load_key_ring(env) == other and not (tmp_path / "d" / "vault.keys").exists()
+
+
+def test_rotation_reports_what_no_key_opens_and_skips_what_the_primary_sealed(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    from switchboard.models import Delivery, SourceSecret
+
+    f = vault.load_key_ring(world.settings)  # the file ring the world's source secret is sealed with
+    k_file, k_gone, k_new = (base64.urlsafe_b64encode(k).decode() for k in (f.keys[f.primary], os.urandom(32),
+                                                                             os.urandom(32)))
+    ids: dict[str, str] = {}
+
+    def under(keys: str) -> Hub:
+        return Hub(world.settings.with_overrides(vault_keys=keys), role="cli")
+
+    for name, keys in (("old", f"{f.primary}:{k_file}"), ("gone", f"gone:{k_gone},{f.primary}:{k_file}"),
+                       ("new", f"new:{k_new},{f.primary}:{k_file}")):
+        hub = under(keys)
+        try:
+            ids[f"ref_{name}"] = _store(hub, world.project_id, f"value-{name}")
+            with hub.db.write() as s:
+                d = Delivery(source_id=world.source_id, project_id=world.project_id, raw_body=name.encode())
+                s.add(d)
+                s.flush()
+                ids[f"body_{name}"] = d.id
+            if name == "gone":
+                with hub.db.write() as s:
+                    admin.add_project(s, "lost")
+                    source, _ = admin.add_source(s, "lost", "github", "a secret sealed under a lost key")
+                    ids["secret_gone"] = s.execute(select(SourceSecret.id).where(
+                        SourceSecret.source_id == source.id)).scalar_one()
+        finally:
+            hub.close()
+    hub = under(f"new:{k_new},{f.primary}:{k_file}")
+    try:
+        done = vault.rotate(hub)
+        assert done == vault.Rotation("new", 1, [f.primary], sorted([ids["ref_gone"], ids["body_gone"],
+                                                                     ids["secret_gone"]]), 1)
+        old, new = _record(hub, ids["ref_old"]), _record(hub, ids["ref_new"])
+        assert (old.key_id, old.version, new.key_id, new.rotated_at) == ("new", 1, "new", None)
+        assert old.rotated_at is not None
+        ring = vault.parse_key_ring(f"new:{k_new}")
+        assert vault.open_record(ring, old) == "value-old"
+        with hub.db.read() as s:
+            assert s.get(Delivery, ids["body_old"]).raw_body == b"old"
+    finally:
+        hub.close()
+    assert [r.getMessage() for r in caplog.records if r.name == "switchboard.intake.vault"] == [
+        "vault rotate: 3 records or bodies are sealed under keys no longer in the ring; they were left as they are"]
