@@ -390,7 +390,7 @@ def test_new_key_ids_and_rings_are_random_and_well_formed(tmp_path: Path) -> Non
     assert list(ring.keys) == [ring.primary] and len(ring.keys[ring.primary]) == 32
     assert vault.generate_key_ring().keys != ring.keys
     assert vault.key_file(Settings(home=tmp_path)) == tmp_path / "vault.keys"
-    path = tmp_path / "sub" / "vault.keys"
+    path = tmp_path / "sub" / "dir" / "vault.keys"
     vault.write_key_file(path, ring)
     assert path.read_text() == ring.serialise() + "\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert [p.name for p in path.parent.iterdir()] == ["vault.keys"]
@@ -425,7 +425,7 @@ def test_the_key_file_is_created_once_kept_per_process_and_reread_when_it_change
         ("SWITCHBOARD_VAULT_KEYS is unset with a shared database: every process on every host must use the same "
          f"{shared.home / 'vault.keys'}, or set the same SWITCHBOARD_VAULT_KEYS everywhere"),
         f"generated a vault key ring in {shared.home / 'vault.keys'} (mode 0600); back it up"]
-    created = tmp_path / "c" / "vault.keys"
+    created = tmp_path / "c" / "d" / "vault.keys"
     assert _create_key_file(created, ring) is True and _create_key_file(created, other) is False
     assert vault.parse_key_ring(created.read_text()) == ring and stat.S_IMODE(created.stat().st_mode) == 0o600
     assert [p.name for p in created.parent.iterdir()] == ["vault.keys"]
