@@ -351,6 +351,7 @@ def test_a_sealed_source_secret_names_its_key_and_opens_whatever_the_key_id_leng
     assert stored.startswith("sbv1:") and (raw[0], raw[1:1 + len(kid)]) == (len(kid), kid.encode())
     assert len(raw) == 1 + len(kid) + 12 + len("s3cret é".encode()) + 16
     assert key_id_of(stored) == kid and key_id_of("clear") is None
+    assert key_id_of(PREFIX + base64.urlsafe_b64encode(b"\x02\xff\xfe").decode()) == "\ufffd\ufffd"
     assert open_text(ring, stored) == "s3cret é" and open_text(None, "clear") == "clear"
     for ring_, value, reason in (
             (None, stored, "a sealed source secret was read without the vault key ring"),
@@ -445,8 +446,10 @@ def test_rotation_reports_what_no_key_opens_and_skips_what_the_primary_sealed(
     def under(keys: str) -> Hub:
         return Hub(world.settings.with_overrides(vault_keys=keys), role="cli")
 
-    for name, keys in (("old", f"{f.primary}:{k_file}"), ("gone", f"gone:{k_gone},{f.primary}:{k_file}"),
-                       ("new", f"new:{k_new},{f.primary}:{k_file}")):
+    # Stored primary first, then two that no key opens, then one to re-encrypt: each is skipped
+    # and the pass goes on.
+    for name, keys in (("new", f"new:{k_new},{f.primary}:{k_file}"), ("gone", f"gone:{k_gone},{f.primary}:{k_file}"),
+                       ("gone2", f"gone:{k_gone},{f.primary}:{k_file}"), ("old", f"{f.primary}:{k_file}")):
         hub = under(keys)
         try:
             ids[f"ref_{name}"] = _store(hub, world.project_id, f"value-{name}")
@@ -466,7 +469,8 @@ def test_rotation_reports_what_no_key_opens_and_skips_what_the_primary_sealed(
     hub = under(f"new:{k_new},{f.primary}:{k_file}")
     try:
         done = vault.rotate(hub)
-        assert done == vault.Rotation("new", 1, [f.primary], sorted([ids["ref_gone"], ids["body_gone"],
+        assert done == vault.Rotation("new", 1, [f.primary], sorted([ids["ref_gone"], ids["ref_gone2"],
+                                                                     ids["body_gone"], ids["body_gone2"],
                                                                      ids["secret_gone"]]), 1)
         old, new = _record(hub, ids["ref_old"]), _record(hub, ids["ref_new"])
         assert (old.key_id, old.version, new.key_id, new.rotated_at) == ("new", 1, "new", None)
@@ -478,4 +482,18 @@ def test_rotation_reports_what_no_key_opens_and_skips_what_the_primary_sealed(
     finally:
         hub.close()
     assert [r.getMessage() for r in caplog.records if r.name == "switchboard.intake.vault"] == [
-        "vault rotate: 3 records or bodies are sealed under keys no longer in the ring; they were left as they are"]
+        "vault rotate: 5 records or bodies are sealed under keys no longer in the ring; they were left as they are"]
+
+
+def test_rotation_reads_the_key_file_afresh(world: World) -> None:
+    """A key another process added within the same file timestamp is still retired."""
+    path = world.settings.home / "vault.keys"
+    ring = vault.load_key_ring(world.settings)
+    stamp = path.stat().st_mtime_ns
+    vault.write_key_file(path, vault.KeyRing({**ring.keys, "added": bytes(32)}, ring.primary))
+    os.utime(path, ns=(stamp, stamp))
+    hub = Hub(world.settings, role="cli")
+    try:
+        assert vault.rotate(hub).retired == [ring.primary, "added"]
+    finally:
+        hub.close()
