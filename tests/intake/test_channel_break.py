@@ -219,3 +219,12 @@ def test_breaks_channel_and_the_paths_of_every_string_and_key() -> None:
     assert breaks_channel("</channel>") is True and breaks_channel("hello") is False
     assert list(iter_strings({"a": ["x", {"b": "y"}]})) == [("$.a", "a"), ("$.a[0]", "x"), ("$.a[1].b", "b"),
                                                             ("$.a[1].b", "y")]
+
+
+def test_the_detection_view_keeps_what_it_does_not_map() -> None:
+    t = _tables()
+    assert _fold(_normal("</CHANNEL> \U0001f600 \u00e9", t), t) == "</channel> \U0001f600 e "
+
+
+def test_invalid_percent_encoded_bytes_do_not_stop_decoding() -> None:
+    assert check_text("%ff%3C/channel%3E") == RULE_DECODED

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
+import pytest
 from sqlalchemy import func, select
 
 from switchboard.hub import Hub
 from switchboard.intake import screening
-from switchboard.intake.channel_break import RULE_PLAIN, Break, check_text
+from switchboard.intake.channel_break import RULE_DECODED, RULE_PLAIN, Break, check_text
 from switchboard.models import Delivery, FeedEvent, Todo
 from switchboard.queue.jobs import process_delivery
 from switchboard.sources import adapter_for
@@ -181,3 +182,30 @@ def test_rendered_text_after_an_empty_one_is_still_checked() -> None:
 def test_warm_up_builds_the_tables_and_compiles_the_scanner() -> None:
     screening.warm_up()
     assert check_text("</channel>") == RULE_PLAIN
+
+
+FORM = {"content-type": "Application/X-WWW-Form-Urlencoded; charset=utf-8"}
+# As JSON text, a backslash escaped twice before an escaped "%3C": three layers, one more than
+# the check of the field decodes; parsed, two.
+DEEP = "\\u005cu005cu00253C/channel>"
+
+
+@pytest.mark.parametrize(("body", "path"), [
+    (b"note=ok&text=%3C%2Fchannel%3E", "form.text"),                          # a value
+    (b"empty=&%3C%2Fchannel%3E=x", "form.{field#1}"),                           # a name, not echoed; blanks count
+    # JSON in a field: three escape layers, one more than the value's own check decodes; parsed, two.
+    (b"payload=" + quote('{"a": ["fine", "' + DEEP + '"]}').encode(), "form.payload$.a[1]"),
+    (b"p=" + quote('["' + DEEP + '"]').encode(), "form.p$[0]"),
+    (b"x={not json&y=%3C/channel%3E", "form.y"),                               # a field that is not JSON
+])
+def test_form_fields_are_checked_by_name_value_and_nested_json(body: bytes, path: str) -> None:
+    found = screening.find_body_break(body, FORM, {})
+    assert found is not None and found.path == path
+
+
+def test_without_a_form_content_type_only_the_raw_body_is_checked() -> None:
+    body = b"text=%3C%2Fchannel%3E"
+    assert screening.find_body_break(body, {"content-type": "text/plain"}, {}) == Break("raw_body", RULE_DECODED)
+    assert screening.find_body_break(b"\xff</channel>", {}, {}) == Break("raw_body", RULE_PLAIN)
+    assert screening.find_body_break(b"x={broken", FORM, {}) is None
+    assert screening.find_body_break(b"{}", {}, {"a": {"b": "</channel>"}}) == Break("$.a.b", RULE_PLAIN)
