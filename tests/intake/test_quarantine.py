@@ -210,6 +210,10 @@ def test_the_quarantine_list_is_oldest_first_per_project_in_pages_of_a_hundred_b
         assert [r["id"] for r in quarantine.list_quarantined(s)] == [beta, *acme[:99]]
         assert [r["id"] for r in quarantine.page_quarantined(s)["deliveries"]] == [beta, *acme[:99]]
         assert [r["id"] for r in quarantine.list_quarantined(s, beta_id)] == [beta, *sorted(tied)]
+        # A page that ends inside a tie: the cursor carries the delivery's id.
+        ends_in_tie = quarantine.page_quarantined(s, [beta_id], limit=2)
+        after_tie = quarantine.page_quarantined(s, [beta_id], limit=2, cursor=ends_in_tie["next_cursor"])
+        assert [r["id"] for r in after_tie["deliveries"]] == sorted(tied)[1:]
         assert [r["id"] for r in quarantine.list_quarantined(s, acme_id, limit=2)] == acme[:2]
         first = quarantine.page_quarantined(s, [acme_id], limit=60)
         assert [r["id"] for r in first["deliveries"]] == acme[:60] and first["has_more"] is True
@@ -279,3 +283,25 @@ def test_release_and_discard_record_who_when_and_a_feed_event(hub: Hub) -> None:
         gone: (project_id, "delivery.rejected", "Discarded quarantined  delivery",
                {"rule": "discarded_from_quarantine"}, f"{gone}:discarded"),
     }
+
+
+def test_release_and_discard_name_what_they_cannot_act_on(hub: Hub) -> None:
+    done = _held(hub, "acme", T0, status="processed")
+    for act in (quarantine.discard, lambda s, c, d: quarantine.release(s, c, d, as_human_id="hum_x")):
+        for delivery_id, error, message in ((done, Conflict, f"delivery {done} is processed, not quarantined"),
+                                            ("dlv_none", NotFound, "no delivery 'dlv_none'"),
+                                            ({"id": done}, NotFound, f"no delivery {{'id': '{done}'}}")):
+            with hub.db.write() as s, pytest.raises(error) as info:
+                act(s, hub.clock, delivery_id)
+            assert info.value.args[0] == message
+
+
+def test_expiry_takes_deliveries_held_longer_than_the_retention(hub: Hub) -> None:
+    held = _held(hub, "acme", T0, sender={"id": 300, "login": "carol", "type": "User"})
+    with hub.db.write() as s:
+        assert quarantine.expire(s, FixedClock(T0 + timedelta(days=30)), timedelta(days=30)) == 0
+    with hub.db.write() as s:
+        assert quarantine.expire(s, FixedClock(T0 + timedelta(days=30, microseconds=1)), timedelta(days=30)) == 1
+    with hub.db.read() as s:
+        d = s.get(Delivery, held)
+        assert d is not None and (d.status, d.raw_body) == ("expired", None)
