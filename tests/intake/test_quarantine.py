@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from switchboard import admin
 from switchboard.clock import FixedClock, utcnow
@@ -305,3 +305,17 @@ def test_expiry_takes_deliveries_held_longer_than_the_retention(hub: Hub) -> Non
     with hub.db.read() as s:
         d = s.get(Delivery, held)
         assert d is not None and (d.status, d.raw_body) == ("expired", None)
+
+
+def test_a_release_that_loses_a_race_to_another_is_a_conflict(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    held = _held(hub, "acme", T0, sender={"id": 100, "login": "alice", "type": "User"})  # attributable now
+    attribute = quarantine.attribute
+
+    def another_release_commits_meanwhile(session, sender, source):  # type: ignore[no-untyped-def]
+        session.execute(update(Delivery).where(Delivery.id == held).values(status="received"))
+        return attribute(session, sender, source)
+
+    monkeypatch.setattr(quarantine, "attribute", another_release_commits_meanwhile)
+    with hub.db.write() as s, pytest.raises(Conflict) as info:
+        quarantine.release(s, hub.clock, held)
+    assert info.value.args[0] == f"delivery {held} was released already"
