@@ -240,7 +240,9 @@ def test_a_fetch_returns_the_value_to_a_worker_and_records_who_fetched_what(worl
             admin.add_agent(s, "reader", "alice")
             admin.grant(s, "reader", "acme", "read")
             reader = admin.agent_by_name(s, "reader").id
-        for who, asked in ((caller, "sec_" + "A" * 32), (caller, ref[:-1]), (Caller(reader, "reader", "hum_x"), ref)):
+            stranger = admin.add_agent(s, "stranger", "alice").id
+        for who, asked in ((caller, "sec_" + "A" * 32), (caller, ref[:-1]), (Caller(reader, "reader", "hum_x"), ref),
+                           (Caller(stranger, "stranger", "hum_x"), ref)):
             with pytest.raises(NotFound) as info:
                 vault.fetch_tool(hub, who, {"ref": asked})
             assert info.value.args[0] == "no such secret ref"
@@ -495,5 +497,30 @@ def test_rotation_reads_the_key_file_afresh(world: World) -> None:
     hub = Hub(world.settings, role="cli")
     try:
         assert vault.rotate(hub).retired == [ring.primary, "added"]
+    finally:
+        hub.close()
+
+
+def test_each_agent_has_its_own_fetch_limit(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vault, "LIMITER", vault.FetchLimiter(limit=1, window=60))
+    hub = Hub(world.settings, role="cli")
+    try:
+        ref = _store(hub, world.project_id, "ghp_value")
+        with hub.db.write() as s:
+            other = admin.add_agent(s, "claude2", "alice").id
+            admin.grant(s, "claude2", "acme", "work")
+        assert vault.fetch_tool(hub, Caller(world.agent_id, "claude1", "hum_x"), {"ref": ref})["value"] == "ghp_value"
+        assert vault.fetch_tool(hub, Caller(other, "claude2", "hum_x"), {"ref": ref})["value"] == "ghp_value"
+        with pytest.raises(RateLimited):
+            vault.fetch_tool(hub, Caller(world.agent_id, "claude1", "hum_x"), {"ref": ref})
+    finally:
+        hub.close()
+
+
+def test_a_value_with_a_lone_surrogate_is_sealed_and_opened_as_it_was(world: World) -> None:
+    hub = Hub(world.settings, role="cli")
+    try:
+        row = _record(hub, _store(hub, world.project_id, "half \ud800 a pair"))
+        assert vault.open_record(vault.load_key_ring(world.settings), row) == "half \ud800 a pair"
     finally:
         hub.close()
