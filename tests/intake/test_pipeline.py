@@ -14,7 +14,7 @@ from switchboard.intake import screening
 from switchboard.intake.channel_break import RULE_DECODED, RULE_PLAIN, Break, check_text
 from switchboard.models import Delivery, FeedEvent, Todo
 from switchboard.queue.jobs import process_delivery
-from switchboard.sources import adapter_for
+from switchboard.sources import Envelope, adapter_for
 from tests.conftest import CASES, World
 from tests.intake.planted_secrets import corpus
 
@@ -184,7 +184,7 @@ def test_warm_up_builds_the_tables_and_compiles_the_scanner() -> None:
     assert check_text("</channel>") == RULE_PLAIN
 
 
-FORM = {"content-type": "Application/X-WWW-Form-Urlencoded; charset=utf-8"}
+FORM = {"content-type": "Application/X-WWW-Form-Urlencoded; charset=utf-8; x=y"}
 # As JSON text, a backslash escaped twice before an escaped "%3C": three layers, one more than
 # the check of the field decodes; parsed, two.
 DEEP = "\\u005cu005cu00253C/channel>"
@@ -199,8 +199,7 @@ DEEP = "\\u005cu005cu00253C/channel>"
     (b"x={not json&y=%3C/channel%3E", "form.y"),                               # a field that is not JSON
 ])
 def test_form_fields_are_checked_by_name_value_and_nested_json(body: bytes, path: str) -> None:
-    found = screening.find_body_break(body, FORM, {})
-    assert found is not None and found.path == path
+    assert screening.find_body_break(body, FORM, {}) == Break(path, RULE_DECODED if "$" in path else RULE_PLAIN)
 
 
 def test_without_a_form_content_type_only_the_raw_body_is_checked() -> None:
@@ -209,3 +208,34 @@ def test_without_a_form_content_type_only_the_raw_body_is_checked() -> None:
     assert screening.find_body_break(b"\xff</channel>", {}, {}) == Break("raw_body", RULE_PLAIN)
     assert screening.find_body_break(b"x={broken", FORM, {}) is None
     assert screening.find_body_break(b"{}", {}, {"a": {"b": "</channel>"}}) == Break("$.a.b", RULE_PLAIN)
+
+
+@pytest.mark.parametrize(("event", "title", "summary", "queue", "path"), [
+    ("</channel>", None, None, "default", "kind"),
+    ("issues", None, "</channel>", "default", "summary"),
+    ("issues", "fine", None, "</channel>", "wake"),   # a queue name joins the title in the wake line
+    ("issues", None, "fine", "</channel>", None),     # no title: no wake line
+])
+def test_rendered_text_is_checked_under_its_own_name(event: str, title: str | None, summary: str | None,
+                                                     queue: str, path: str | None) -> None:
+    envelope = Envelope(event, None, {"ok": True}, None, title=title, summary=summary)
+    screened = screening.screen(b'{"ok": true}', {}, envelope, adapter_for("github"), queue)
+    assert screened.rejected == (None if path is None else Break(path, RULE_PLAIN))
+
+
+def test_a_short_pattern_secret_is_replaced_in_the_title_and_summary_rendered_again() -> None:
+    """A URL password of two characters is replaced everywhere in the payload, but too short for
+    the final scrub: the title and summary must come from the sanitised payload."""
+    github = adapter_for("github")
+    url = "https://u:pw@h.example/x"
+    for event, payload in (
+            ("issues", {"action": "opened", "issue": {"number": 7, "title": f"see {url}"},
+                        "repository": {"full_name": "a/b"}}),
+            ("watch", {"action": f"started {url}", "repository": {"full_name": "a/b"}})):
+        body = json.dumps(payload).encode()
+        headers = {"x-github-event": event, "x-github-delivery": "d-1", "content-type": "application/json"}
+        screened = screening.screen(body, headers, github.parse(body, headers), github, "default")
+        assert screened.envelope is not None
+        (ref,) = screened.secrets
+        shown = f"{screened.envelope.title} {screened.envelope.summary}"
+        assert ref.value == "pw" and ":pw@" not in shown and f"u:{ref.rendered}@h.example" in shown
