@@ -203,6 +203,17 @@ def test_tables_built_afresh_give_every_verdict() -> None:
     missing = [hex(ord(ch)) for ch in starters if not t.trigger.search(ch) and (
         any(c in unicodedata.normalize("NFKD", ch) for c in "<&%\\") or "<" in _fold(_normal(ch, t), t))]
     assert missing == []
+    # Controls but not the whitespace the tag regex reads, marks (enclosing ones too) and the
+    # ends of each run of them, nothing else.
+    assert [t.ignorable.match(c) is not None for c in "\x08\x09\x0e\x1f\x20\x7f\x9f\xa0"] == [
+        True, False, True, True, False, True, True, False]
+    assert [t.ignorable.match(c) is not None for c in "\u036f\u0370\u20dd\u00e9Xx"] == [
+        True, False, True, False, False, False]
+    assert (0xE0FFF in t.astral_ignorable, 0xE1000 in t.astral_ignorable) == (True, False)
+    assert (0x1D169 in t.astral_ignorable, 0x1D16A in t.astral_ignorable) == (True, False)
+    # A lookalike the data lists between left-to-right marks (Hebrew vav for l).
+    assert t.mapping["\u05d5"] == "l" and check_text("</channe\u05d5>") == RULE_PLAIN
+    assert check_text("</Xhannel>") is None
 
 
 @pytest.mark.parametrize(("escaped", "decoded"), [
