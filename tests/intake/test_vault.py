@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,10 @@ from switchboard.hub import Hub
 from switchboard.intake import vault
 from switchboard.intake.secrets import MintedRef, new_ref
 from switchboard.mcp_server.specs import Caller
-from switchboard.models import FeedEvent, SecretRef
+from switchboard.models import Delivery, FeedEvent, SecretRef
 from tests.conftest import World, cli, cli_env
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def _key() -> str:
@@ -256,14 +259,18 @@ def test_storing_keeps_existing_refs_and_cuts_the_kind(world: World) -> None:
         ring = vault.load_key_ring(hub.settings)
         ref = new_ref()
         with hub.db.write() as s:
-            assert vault.store(s, ring, world.project_id, None, [MintedRef(ref, "k" * 70, "first")],
-                               hub.clock.now()) == 1
+            delivery = Delivery(source_id=world.source_id, project_id=world.project_id)
+            s.add(delivery)
+            s.flush()
+            assert vault.store(s, ring, world.project_id, delivery.id, [MintedRef(ref, "k" * 70, "first")],
+                               T0) == 1
         with hub.db.write() as s:
             assert vault.store(s, ring, world.project_id, None, [MintedRef(ref, "other", "second"),
                                                                   MintedRef(new_ref(), "other", "third")],
                                hub.clock.now()) == 1
         row = _record(hub, ref)
         assert (row.kind, row.version, vault.open_record(ring, row)) == ("k" * 60, 1, "first")
+        assert (row.delivery_id, row.created_at.replace(tzinfo=UTC)) == (delivery.id, T0)
     finally:
         hub.close()
 
@@ -460,11 +467,11 @@ def test_rotation_reports_what_no_key_opens_and_skips_what_the_primary_sealed(
                 s.add(d)
                 s.flush()
                 ids[f"body_{name}"] = d.id
-            if name == "gone":
+            if name in ("new", "gone", "old"):  # source secrets: under the primary, a lost key, the old key
                 with hub.db.write() as s:
-                    admin.add_project(s, "lost")
-                    source, _ = admin.add_source(s, "lost", "github", "a secret sealed under a lost key")
-                    ids["secret_gone"] = s.execute(select(SourceSecret.id).where(
+                    admin.add_project(s, f"p-{name}")
+                    source, _ = admin.add_source(s, f"p-{name}", "github", f"a secret sealed under {name}")
+                    ids[f"secret_{name}"] = s.execute(select(SourceSecret.id).where(
                         SourceSecret.source_id == source.id)).scalar_one()
         finally:
             hub.close()
@@ -473,7 +480,7 @@ def test_rotation_reports_what_no_key_opens_and_skips_what_the_primary_sealed(
         done = vault.rotate(hub)
         assert done == vault.Rotation("new", 1, [f.primary], sorted([ids["ref_gone"], ids["ref_gone2"],
                                                                      ids["body_gone"], ids["body_gone2"],
-                                                                     ids["secret_gone"]]), 1)
+                                                                     ids["secret_gone"]]), 2)
         old, new = _record(hub, ids["ref_old"]), _record(hub, ids["ref_new"])
         assert (old.key_id, old.version, new.key_id, new.rotated_at) == ("new", 1, "new", None)
         assert old.rotated_at is not None
