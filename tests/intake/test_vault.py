@@ -266,8 +266,9 @@ def test_storing_keeps_existing_refs_and_cuts_the_kind(world: World) -> None:
                                T0) == 1
         with hub.db.write() as s:
             assert vault.store(s, ring, world.project_id, None, [MintedRef(ref, "other", "second"),
-                                                                  MintedRef(new_ref(), "other", "third")],
-                               hub.clock.now()) == 1
+                                                                  MintedRef(new_ref(), "other", "third"),
+                                                                  MintedRef(new_ref(), "other", "fourth")],
+                               hub.clock.now()) == 2
         row = _record(hub, ref)
         assert (row.kind, row.version, vault.open_record(ring, row)) == ("k" * 60, 1, "first")
         assert (row.delivery_id, row.created_at.replace(tzinfo=UTC)) == (delivery.id, T0)
@@ -320,6 +321,9 @@ def test_a_sealed_body_without_its_key_or_ring_or_tampered_fails_with_a_reason()
             vault.open_body(ring, stored)
         assert info.value.args[0] == reason
     assert vault.open_body(None, b"clear") == b"clear"
+    with pytest.raises(SwitchboardError) as info:  # a key id that is not ASCII: no such key
+        vault.open_body(_ring(), vault.BODY_MAGIC + b"\x02\xff\xfe" + bytes(12 + 20))
+    assert info.value.args[0] == "the vault key for this delivery body is not configured"
 
 
 def test_the_sealed_column_types_seal_on_write_open_on_read_and_refuse_without_a_ring() -> None:
@@ -437,7 +441,7 @@ def test_the_key_file_is_created_once_kept_per_process_and_reread_when_it_change
         f"generated a vault key ring in {shared.home / 'vault.keys'} (mode 0600); back it up"]
     created = tmp_path / "c" / "d" / "vault.keys"
     assert _create_key_file(created, ring) is True and _create_key_file(created, other) is False
-    assert vault.parse_key_ring(created.read_text()) == ring and stat.S_IMODE(created.stat().st_mode) == 0o600
+    assert created.read_text() == ring.serialise() + "\n" and stat.S_IMODE(created.stat().st_mode) == 0o600
     assert [p.name for p in created.parent.iterdir()] == ["vault.keys"]
     env = Settings(home=tmp_path / "d", vault_keys=other.serialise())
     assert vault.load_key_ring(env) == other and not (tmp_path / "d" / "vault.keys").exists()
@@ -531,3 +535,12 @@ def test_a_value_with_a_lone_surrogate_is_sealed_and_opened_as_it_was(world: Wor
         assert vault.open_record(vault.load_key_ring(world.settings), row) == "half \ud800 a pair"
     finally:
         hub.close()
+
+
+def test_each_home_keeps_its_own_key_ring_even_when_the_files_share_a_timestamp(tmp_path: Path) -> None:
+    a, b = Settings(home=tmp_path / "a"), Settings(home=tmp_path / "b")
+    ring_a, ring_b = vault.generate_key_ring(), vault.generate_key_ring()
+    for settings, ring in ((a, ring_a), (b, ring_b)):
+        vault.write_key_file(settings.home / "vault.keys", ring)
+        os.utime(settings.home / "vault.keys", ns=(10**18, 10**18))
+    assert vault.load_key_ring(a) == ring_a and vault.load_key_ring(b) == ring_b
