@@ -386,6 +386,7 @@ def test_key_ring_errors_name_the_entry_and_the_id() -> None:
             (f"{'k' * 41}:{k}", "entry 1 must be <id>:<key> with an id of [A-Za-z0-9_-]{1,40}"),
             ("k1:a", "key 'k1' is not url-safe base64"),
             (f"k1:{short}", "key 'k1' must be 32 bytes, got 16"),
+            ("k1:" + "A" * 35, "key 'k1' must be 32 bytes, got 26"),  # unpadded: padded before decoding
             (f"k1:{k},k1:{k}", "key id 'k1' appears twice")):
         with pytest.raises(ValueError) as info:
             vault.parse_key_ring(text)
