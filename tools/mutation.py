@@ -6,7 +6,7 @@ Usage (from the repository root, with the ``dev`` extra installed)::
     .venv/bin/python tools/mutation.py verifiers leases # some groups
     .venv/bin/python tools/mutation.py --children 2 --budget 900 leases  # two workers, 15 min at most
     .venv/bin/python tools/mutation.py --list           # the groups, their code and their tests
-    .venv/bin/python tools/mutation.py --survivors leases  # the last run's survivors again, current tests
+    .venv/bin/python tools/mutation.py --survivors secrets  # survivors and unchecked again, new tests
 
 Each group mutates only its own code and runs only the tests that exercise it (fast, in one
 process): mutmut reads its settings from ``pyproject.toml`` in the working directory, so each
@@ -72,7 +72,8 @@ GROUPS: dict[str, Group] = {
     "screening": Group(("switchboard/intake/screening.py", "switchboard/intake/channel_break.py"),
                        ("tests/intake/test_channel_break.py", "tests/intake/test_pipeline.py")),
     "quarantine": Group(("switchboard/intake/quarantine.py",), ("tests/intake/test_quarantine.py",)),
-    "vault": Group(("switchboard/intake/vault.py", "switchboard/sealing/*"), ("tests/intake/test_vault.py",)),
+    "vault": Group(("switchboard/intake/vault.py", "switchboard/sealing/*"),
+                   ("tests/intake/test_vault.py", "tests/intake/test_sealed_text.py")),
     # The trailer's at-most-once machinery. The broker and wakes are reached by the MCP and
     # REST tests only (seconds per test), not measured here. Judged on SQLite, plus the
     # PostgreSQL tests SQLite cannot stand in for: the probe's named parameters, and the forced
@@ -179,6 +180,7 @@ def _mutation_fresh_caches() -> None:
 """
 
 
+_KILLED = ("killed", "timeout", "caught by type check")
 _MODULE = re.compile(r"^(?P<module>[\w.]+?)\.(?:x_|xǁ)")
 
 
@@ -201,7 +203,7 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
             row["not_checked"] = int(row.get("not_checked", 0)) + 1  # type: ignore[call-overload]
             continue
         row["total"] = int(row["total"]) + 1  # type: ignore[call-overload]
-        if status in ("killed", "timeout", "caught by type check"):
+        if status in _KILLED:
             row["killed"] = int(row["killed"]) + 1  # type: ignore[call-overload]
         else:
             if status == "survived":
@@ -215,22 +217,52 @@ def summarise(work: Path, names: tuple[str, ...] = ()) -> dict[str, dict[str, ob
     return dict(sorted(per.items()))
 
 
+def again(name: str, group: Group) -> tuple[Path, list[str]]:
+    """The last run's scratch copy with today's tests, and its mutants without a kill (survivors,
+    and those a budget left unchecked).
+
+    Only tests may have changed since that run: mutmut keeps every verdict, and judges the
+    named mutants again (new tests are mapped to functions first).
+
+    Raises:
+        SystemExit: no earlier run, or the group's code changed since (run the group in full).
+    """
+    work = SCRATCH / name
+    if not (work / "mutants").is_dir():
+        raise SystemExit(f"[{name}] no earlier run in {work}: run the group in full first")
+    for pattern in group.code:
+        for src in ROOT.glob(pattern):
+            copy = work / src.relative_to(ROOT)
+            if src.is_file() and (not copy.is_file() or copy.read_bytes() != src.read_bytes()):
+                raise SystemExit(f"[{name}] {src.relative_to(ROOT)} changed since the last run: run the group in full")
+    copy_tests(work, group)
+    out = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "results", "--all", "true"],
+                         cwd=work, capture_output=True, text=True, check=True).stdout
+    names = []
+    for line in out.splitlines():
+        if ": " in line:
+            name, status = (p.strip() for p in line.rsplit(": ", 1))
+            if status not in _KILLED and (not group.names or any(fnmatch.fnmatch(name, p) for p in group.names)):
+                names.append(name)  # survived, no tests, not checked (a budget ran out), ...
+    return work, names
+
+
 def run(name: str, group: Group, env: dict[str, str], children: int, budget: float | None,
         survivors: bool = False) -> dict[str, object]:
-    """Mutate and judge the group in a fresh scratch copy; or, with ``survivors``, re-judge only
-    the last run's survivors with the current tests (the other verdicts stand)."""
+    """Mutate and judge the group in a fresh scratch copy; or, with ``survivors``, judge only the
+    last run's mutants without a kill again with the current tests (:func:`again`)."""
     if survivors:
-        work = SCRATCH / name
-        last = json.loads((work / "summary.json").read_text())
-        names = [s.split(" ")[0] for row in last["modules"].values() for s in row["survived"]]
-        copy_tests(work, group)
+        work, names = again(name, group)
+        if not names:  # mutmut run without names would judge every mutant
+            print(f"[{name}] no survivors to judge again")
+            return {"group": name, "modules": summarise(work, group.names)}
     else:
         work, names = prepare(name, group), list(group.names)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     cmd = ["nice", "-n", "10", mutmut, "run", "--max-children", str(children), *names]
     started = time.monotonic()
     log = work / "mutmut.log"
-    with log.open("w") as fh:
+    with log.open("a" if survivors else "w") as fh:
         try:
             proc = subprocess.run(cmd, check=False, cwd=work, env={**os.environ, **env}, stdout=fh,
                                   stderr=subprocess.STDOUT, timeout=budget)
@@ -241,8 +273,8 @@ def run(name: str, group: Group, env: dict[str, str], children: int, budget: flo
             print(f"[{name}] stopped after the {budget} s budget", file=sys.stderr)
     seconds = round(time.monotonic() - started, 1)
     modules = summarise(work, group.names)
-    summary = {"group": name, "seconds": seconds, "command": " ".join(cmd[3:7] + (["<survivors>"] if survivors else names)),
-               "modules": modules}
+    summary = {"group": name, "seconds": seconds, "survivors_only": survivors,
+               "command": " ".join(cmd[3:]), "modules": modules}
     (work / "summary.json").write_text(json.dumps(summary, indent=2))
     print(f"== {name}: {seconds} s")
     for module, row in modules.items():
@@ -265,10 +297,11 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the groups and exit")
     parser.add_argument("--summary", action="store_true",
                         help="print the last run's results of the groups without running mutmut")
-    parser.add_argument("--survivors", action="store_true",
-                        help="re-run only the last run's survivors of the groups, with the current tests")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds per group; unchecked mutants are reported as such (default: none)")
+    parser.add_argument("--survivors", action="store_true",
+                        help="judge only the last run's survivors and unchecked mutants again, with the current "
+                        "tests (the code must be unchanged since that run); the score covers every mutant")
     args = parser.parse_args()
     if args.list:
         for name, g in GROUPS.items():

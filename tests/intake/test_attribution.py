@@ -59,3 +59,23 @@ def test_project_owners_and_granted_agents_humans_are_trusted_nobody_else(tmp_pa
                             "other_owner": UNTRUSTED_SENDER}
     finally:
         hub.close()
+
+
+def test_an_identity_matches_only_its_own_provider_and_workspace(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            admin.add_human(s, "alice")
+            admin.link_identity(s, "alice", "github", "100")
+            admin.link_identity(s, "alice", "slack", "U0ALICE", "T0HOME")
+        with hub.db.read() as s:
+            assert attribute(s, Sender("github", "", "100", "alice", is_bot=False)).human_id is not None
+            other_provider = Sender("telegram", "", "100", "alice", is_bot=False)
+            assert attribute(s, other_provider) == Attribution(None, UNKNOWN_SENDER)
+            assert attribute(s, Sender("slack", "T0HOME", "U0ALICE", None, is_bot=False)).human_id is not None
+            other_workspace = Sender("slack", "T0OTHER", "U0ALICE", None, is_bot=False)
+            assert attribute(s, other_workspace) == Attribution(None, UNKNOWN_SENDER)
+    finally:
+        hub.close()

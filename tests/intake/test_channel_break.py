@@ -8,6 +8,7 @@ import unicodedata
 import pytest
 
 from switchboard.intake.channel_break import (
+    _NFKC_TRIGGERS,
     _TAG,
     RULE_DECODED,
     RULE_PLAIN,
@@ -15,8 +16,10 @@ from switchboard.intake.channel_break import (
     _fold,
     _normal,
     _tables,
+    breaks_channel,
     check_text,
     find_break,
+    iter_strings,
 )
 from tests.conftest import CASES
 
@@ -29,15 +32,18 @@ def test_every_shared_case_gets_its_verdict(case: dict[str, str]) -> None:
     assert (check_text(case["text"]) is not None) == (case["verdict"] == "reject"), case
 
 
-@pytest.mark.parametrize("text", [
+ORDINARY = [
     "<!channel> deploy is done", "<#C123|general> please look", "<@U024BE7LH> hi", "<https://x.io|link>",
     "x <= y && y >= z", "see </a> and <b>", "channel", "«channel»", "1 < 2", "50% off & more",
-])
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_text_and_slack_markup_pass(text: str) -> None:
     assert check_text(text) is None
 
 
-@pytest.mark.parametrize("text", [
+LOOKALIKES = [
     "\u2039/channel\u203a",            # single angle quotation marks (confusables: ‹ → <)
     "<\u2215channel>",                 # division slash
     "</\u0441h\u0430nnel>",            # Cyrillic es and a
@@ -49,16 +55,22 @@ def test_ordinary_text_and_slack_markup_pass(text: str) -> None:
     "<channel\u200bsource=\"x\">",     # an ignorable keeps the word boundary
     "\u3008/channel\u3009",            # CJK angle brackets (explicit list)
     "<\\/channel>",                    # JSON-escaped slash
-])
+]
+
+
+@pytest.mark.parametrize("text", LOOKALIKES)
 def test_lookalikes_and_invisibles_are_rejected(text: str) -> None:
     assert check_text(text) == RULE_PLAIN
 
 
-@pytest.mark.parametrize("text", [
+ENCODED = [
     "\\u003c/channel\\u003e", "\\x3c/channel\\x3e", "&lt;/channel&gt;", "&#x3c;/channel&#x3e;",
     "%3C%2Fchannel%3E", "%253C%252Fchannel%253E", "&amp;lt;/channel&amp;gt;", "\\u0026lt;/channel",
     "\uff05\uff13\uff23/channel",      # fullwidth percent-encoding
-])
+]
+
+
+@pytest.mark.parametrize("text", ENCODED)
 def test_decoded_views_are_checked(text: str) -> None:
     assert check_text(text) == RULE_DECODED
 
@@ -100,7 +112,9 @@ def _reference(text: str) -> bool:
     return False
 
 
-def test_fast_regex_agrees_with_the_detection_view_for_every_lookalike_in_every_slot() -> None:
+def _disagreements() -> list[str]:
+    """Texts where the fast regex and the detection view disagree: every lookalike (and case
+    variant) replacing, inserted at or appended after each slot of ``</channel>``."""
     t = _tables()
     base = "</channel>"
     chars = set(t.mapping) | set("</>CHANELchanel|1I\\ ") | {"\u0130", "\u212a", "\u017f", "\u0399"}
@@ -110,9 +124,13 @@ def test_fast_regex_agrees_with_the_detection_view_for_every_lookalike_in_every_
             for text in (base[:i] + ch + base[i + 1:], base[:i] + ch + base[i:], f"x {base[:i]}{ch}"):
                 if (check_text(text) is not None) != _reference(text):
                     disagreements.append(text)
+    return disagreements
+
+
+def test_fast_regex_agrees_with_the_detection_view_for_every_lookalike_in_every_slot() -> None:
     for case in _LINES:
         assert (check_text(case["text"]) is not None) == _reference(case["text"]), case
-    assert disagreements == []
+    assert _disagreements() == []
 
 
 def test_a_typical_slack_event_payload_is_accepted() -> None:
@@ -140,10 +158,21 @@ def test_strings_are_checked_at_once_but_never_across_two_strings() -> None:
     assert found is not None and found.path == "$.a[1].c"
 
 
-@pytest.mark.parametrize("text", [
+COMPOSING = [
     "<\u0338/channel>", "</cha\u0301nnel>", "</channe\u0301l>", "</c\u0327hannel>", "</chan\u0303nel>",
     "</ch\u2800annel>", "</ch\u0903annel>", "\u226e/channel>",
-])
+]
+
+
+ASTRAL = [
+    "</chan\U000e0001nel>",            # a language tag (default-ignorable, above the BMP)
+    "</chan\U0001d165nel>",            # a combining stem (Mc, above the BMP)
+    "<\U0001d41c\U0001d421annel>",     # mathematical bold c h (NFKD)
+    "\U0001d236/\U0001f74chann\U000118ael>",  # lookalikes above the BMP that NFKD keeps
+]
+
+
+@pytest.mark.parametrize("text", COMPOSING)
 def test_marks_that_compose_with_a_letter_do_not_hide_the_tag(text: str) -> None:
     assert check_text(text) is not None
     assert _reference(text)
@@ -153,3 +182,62 @@ def test_marks_that_compose_with_a_letter_do_not_hide_the_tag(text: str) -> None
 def test_long_runs_of_whitespace_after_lt_do_not_backtrack() -> None:
     text = ("<" + "\t" * 65000 + "x") * 20
     assert check_text(text) is None
+
+
+def test_tables_built_afresh_give_every_verdict() -> None:
+    """The tables are built once per process, by whichever check comes first; here they are
+    built again so that the verdicts below judge the code that builds them (mutation testing
+    maps a function to the tests that run it)."""
+    _tables.cache_clear()
+    t = _tables()
+    verdicts = {c["text"]: (check_text(c["text"]) is not None) == (c["verdict"] == "reject") for c in _LINES}
+    assert [text for text, right in verdicts.items() if not right] == []
+    assert [text for text in ORDINARY if check_text(text) is not None] == []
+    assert [text for text in LOOKALIKES if check_text(text) != RULE_PLAIN] == []
+    assert [text for text in ENCODED if check_text(text) != RULE_DECODED] == []
+    assert [text for text in COMPOSING if check_text(text) is None] == []
+    assert [text for text in ASTRAL if check_text(text) != RULE_PLAIN] == []
+    assert _disagreements() == []
+    # The trigger set holds every character that maps to < or decomposes to a decoder start.
+    starters = set(t.mapping) | set(_NFKC_TRIGGERS) | set("<&%\\")
+    missing = [hex(ord(ch)) for ch in starters if not t.trigger.search(ch) and (
+        any(c in unicodedata.normalize("NFKD", ch) for c in "<&%\\") or "<" in _fold(_normal(ch, t), t))]
+    assert missing == []
+    # Controls but not the whitespace the tag regex reads, marks (enclosing ones too) and the
+    # ends of each run of them, nothing else.
+    assert [t.ignorable.match(c) is not None for c in "\x08\x09\x0e\x1f\x20\x7f\x9f\xa0"] == [
+        True, False, True, True, False, True, True, False]
+    assert [t.ignorable.match(c) is not None for c in "\u036f\u0370\u20dd\u00e9Xx"] == [
+        True, False, True, False, False, False]
+    assert (0xE0FFF in t.astral_ignorable, 0xE1000 in t.astral_ignorable) == (True, False)
+    assert (0x1D169 in t.astral_ignorable, 0x1D16A in t.astral_ignorable) == (True, False)
+    # A lookalike the data lists between left-to-right marks (Hebrew vav for l).
+    assert t.mapping["\u05d5"] == "l" and check_text("</channe\u05d5>") == RULE_PLAIN
+    assert check_text("</Xhannel>") is None
+    # A capital whose lower case is a lookalike (Cyrillic SHHA: h).
+    assert check_text("</c\u04baannel>") == RULE_PLAIN
+
+
+@pytest.mark.parametrize(("escaped", "decoded"), [
+    ("\\U0000003c/channel", "</channel"),
+    ("\\U0010ffff", "\U0010ffff"),          # the last code point
+    ("\\U00110000", "\\U00110000"),         # past it: left as written
+    ("\\ud7ff \\ud800 \\udfff \\ue000", "\ud7ff \\ud800 \\udfff \ue000"),  # surrogates are left as written
+])
+def test_escapes_decode_to_code_points_and_only_to_code_points(escaped: str, decoded: str) -> None:
+    assert _decode(escaped) == decoded
+
+
+def test_breaks_channel_and_the_paths_of_every_string_and_key() -> None:
+    assert breaks_channel("</channel>") is True and breaks_channel("hello") is False
+    assert list(iter_strings({"a": ["x", {"b": "y"}]})) == [("$.a", "a"), ("$.a[0]", "x"), ("$.a[1].b", "b"),
+                                                            ("$.a[1].b", "y")]
+
+
+def test_the_detection_view_keeps_what_it_does_not_map() -> None:
+    t = _tables()
+    assert _fold(_normal("</CHANNEL> \U0001f600 \u00e9", t), t) == "</channel> \U0001f600 e "
+
+
+def test_invalid_percent_encoded_bytes_do_not_stop_decoding() -> None:
+    assert check_text("%ff%3C/channel%3E") == RULE_DECODED

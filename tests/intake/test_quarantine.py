@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from switchboard import admin
 from switchboard.clock import FixedClock, utcnow
+from switchboard.config import Settings
+from switchboard.db import upgrade
 from switchboard.errors import Conflict, NotFound
+from switchboard.hub import Hub
 from switchboard.intake import quarantine
-from switchboard.models import Delivery, FeedEvent, Todo
+from switchboard.models import Delivery, FeedEvent, Source, Todo
 from switchboard.queue.jobs import process_delivery
 from tests.signers import payload, sign
 from tests.web.multi import MultiApp
@@ -146,3 +151,171 @@ def test_chat_text_is_content_not_an_instruction(multi: MultiApp) -> None:
     with multi.hub.db.read() as s:
         with pytest.raises(NotFound):
             admin.agent_by_name(s, "evil")
+
+
+# -- found by mutation testing (issue 17) ------------------------------------------------------------
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[Hub]:
+    """A migrated SQLite hub with projects ``acme`` and ``beta``, a GitHub source on each, and
+    alice, who owns ``acme`` and is linked as GitHub user 100."""
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    h = Hub(settings, role="cli")
+    with h.db.write() as s:
+        admin.add_human(s, "alice")
+        admin.link_identity(s, "alice", "github", "100")
+        admin.add_human(s, "bob")
+        admin.link_identity(s, "bob", "github", "200")
+        for name in ("acme", "beta"):
+            admin.add_project(s, name)
+            admin.add_source(s, name, "github", "It's a Secret to Everybody")
+        admin.add_owner(s, "acme", "alice")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def _held(hub: Hub, project: str, at: datetime, *, sender: dict | None = None, event: str | None = "issues",
+          status: str = "quarantined", delivery_id: str | None = None) -> str:
+    """A stored delivery held in quarantine (``unknown_sender``); the body names ``sender``."""
+    body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}, "repository": {"full_name": "a/b"},
+                       "sender": sender}).encode() if sender is not None else None
+    with hub.db.write() as s:
+        project_id = admin.project_by_name(s, project).id
+        source = s.execute(select(Source).where(Source.project_id == project_id)).scalar_one()
+        d = Delivery(source_id=source.id, project_id=source.project_id, status=status, event=event,
+                     headers={"x-github-event": "issues", "x-github-delivery": "72d3162e", "content-type": "application/json"},
+                     raw_body=body,
+                     quarantine_reason="unknown_sender", received_at=at, processed_at=at)
+        if delivery_id is not None:
+            d.id = delivery_id
+        s.add(d)
+        s.flush()
+        return d.id
+
+
+def test_the_quarantine_list_is_oldest_first_per_project_in_pages_of_a_hundred_by_default(hub: Hub) -> None:
+    beta = _held(hub, "beta", T0 - timedelta(seconds=1))
+    acme = [_held(hub, "acme", T0 + timedelta(seconds=i)) for i in range(101)]
+    _held(hub, "acme", T0 - timedelta(seconds=2), status="processed")
+    # Received at the same instant: by id (stored in the other order).
+    tied = [_held(hub, "beta", T0 + timedelta(days=1), delivery_id=f"dlv_tie{n}") for n in (2, 1)]
+    with hub.db.read() as s:
+        acme_id, beta_id = admin.project_by_name(s, "acme").id, admin.project_by_name(s, "beta").id
+        assert [r["id"] for r in quarantine.list_quarantined(s)] == [beta, *acme[:99]]
+        assert [r["id"] for r in quarantine.page_quarantined(s)["deliveries"]] == [beta, *acme[:99]]
+        assert [r["id"] for r in quarantine.list_quarantined(s, beta_id)] == [beta, *sorted(tied)]
+        # A page that ends inside a tie: the cursor carries the delivery's id.
+        ends_in_tie = quarantine.page_quarantined(s, [beta_id], limit=2)
+        after_tie = quarantine.page_quarantined(s, [beta_id], limit=2, cursor=ends_in_tie["next_cursor"])
+        assert [r["id"] for r in after_tie["deliveries"]] == sorted(tied)[1:]
+        assert [r["id"] for r in quarantine.list_quarantined(s, acme_id, limit=2)] == acme[:2]
+        first = quarantine.page_quarantined(s, [acme_id], limit=60)
+        assert [r["id"] for r in first["deliveries"]] == acme[:60] and first["has_more"] is True
+        rest = quarantine.page_quarantined(s, [acme_id], limit=60, cursor=first["next_cursor"])
+        assert [r["id"] for r in rest["deliveries"]] == acme[60:]
+        assert rest["has_more"] is False and rest["next_cursor"] is None
+        assert [r["id"] for r in quarantine.page_quarantined(s, [acme_id, beta_id], limit=2)["deliveries"]] == [
+            beta, acme[0]]
+
+
+def test_a_listed_delivery_shows_its_sender_readably_and_what_attribution_says_now(hub: Hub) -> None:
+    held = _held(hub, "acme", T0, sender={"id": 100, "login": "al\u202eice", "type": "User"})
+    bot = _held(hub, "beta", T0 + timedelta(seconds=1), sender={"id": 200, "login": "bob", "type": "Bot"})
+    untrusted = _held(hub, "acme", T0 + timedelta(seconds=2), sender={"id": 200, "login": "bob", "type": "User"})
+    with hub.db.read() as s:
+        rows = quarantine.list_quarantined(s)
+        source_id = s.execute(select(Delivery.source_id).where(Delivery.id == held)).scalar_one()
+        project_id = admin.project_by_name(s, "acme").id
+    assert rows[0] == {
+        "reason_now": None, "id": held, "project_id": project_id, "source_id": source_id, "provider": "github",
+        "reason": "unknown_sender", "event": "issues", "received_at": T0.isoformat(),
+        "sender": {"provider": "github", "workspace": "", "external_id": "100", "login": "alice", "is_bot": False},
+    }
+    assert rows[1]["id"] == bot and rows[1]["reason_now"] == "bot_sender" and rows[1]["sender"]["is_bot"] is True
+    assert rows[2]["id"] == untrusted and rows[2]["reason_now"] == "untrusted_sender"
+
+
+def test_release_says_why_the_sender_is_still_held(hub: Hub) -> None:
+    unknown = _held(hub, "acme", T0, sender={"id": 300, "login": "carol", "type": "User"})
+    untrusted = _held(hub, "acme", T0, sender={"id": 200, "login": "bob", "type": "User"})
+    bot = _held(hub, "acme", T0, sender={"id": 100, "login": "alice", "type": "Bot"})
+    answer = "; or release --as a human who answers for it"
+    expected = {
+        unknown: "the sender is still unknown_sender: link the sender's identity to a human first" + answer,
+        untrusted: "the sender is still untrusted_sender: the linked human must own the project, own an agent "
+                   "granted on it, or be on the source's trusted list (source trust)" + answer,
+        bot: "the sender is still bot_sender: bots are never trusted" + answer,
+    }
+    for delivery_id, message in expected.items():
+        with hub.db.write() as s, pytest.raises(Conflict) as caught:
+            quarantine.release(s, hub.clock, delivery_id)
+        assert caught.value.args[0] == message
+
+
+def test_release_and_discard_record_who_when_and_a_feed_event(hub: Hub) -> None:
+    clock = FixedClock(T0 + timedelta(hours=1))
+    released, nameless, discarded, gone = (_held(hub, "acme", T0, event=e) for e in ("issues", None, "issues", None))
+    with hub.db.write() as s:
+        alice = admin.human_by_name(s, "alice").id
+        project_id = admin.project_by_name(s, "acme").id
+        assert quarantine.release(s, clock, released, as_human_id=alice).status == "received"
+        quarantine.release(s, clock, nameless, as_human_id=alice)
+        quarantine.discard(s, clock, discarded)
+        quarantine.discard(s, clock, gone)
+    with hub.db.read() as s:
+        d = s.get(Delivery, released)
+        assert d is not None and (d.status, d.quarantine_reason, d.released_by) == ("received", None, alice)
+        assert d.released_at is not None and d.released_at.replace(tzinfo=UTC) == clock.now()
+        events = {e.subject_id: (e.project_id, e.kind, e.title, e.data, e.origin_key)
+                  for e in s.execute(select(FeedEvent)).scalars()
+                  if e.kind in ("delivery.released", "delivery.rejected")}
+    assert events == {
+        released: (project_id, "delivery.released", "Released issues delivery", {"by": alice}, f"{released}:released"),
+        nameless: (project_id, "delivery.released", "Released a delivery", {"by": alice}, f"{nameless}:released"),
+        discarded: (project_id, "delivery.rejected", "Discarded quarantined issues delivery",
+                    {"rule": "discarded_from_quarantine"}, f"{discarded}:discarded"),
+        gone: (project_id, "delivery.rejected", "Discarded quarantined  delivery",
+               {"rule": "discarded_from_quarantine"}, f"{gone}:discarded"),
+    }
+
+
+def test_release_and_discard_name_what_they_cannot_act_on(hub: Hub) -> None:
+    done = _held(hub, "acme", T0, status="processed")
+    for act in (quarantine.discard, lambda s, c, d: quarantine.release(s, c, d, as_human_id="hum_x")):
+        for delivery_id, error, message in ((done, Conflict, f"delivery {done} is processed, not quarantined"),
+                                            ("dlv_none", NotFound, "no delivery 'dlv_none'"),
+                                            ({"id": done}, NotFound, f"no delivery {{'id': '{done}'}}")):
+            with hub.db.write() as s, pytest.raises(error) as info:
+                act(s, hub.clock, delivery_id)
+            assert info.value.args[0] == message
+
+
+def test_expiry_takes_deliveries_held_longer_than_the_retention(hub: Hub) -> None:
+    held = _held(hub, "acme", T0, sender={"id": 300, "login": "carol", "type": "User"})
+    with hub.db.write() as s:
+        assert quarantine.expire(s, FixedClock(T0 + timedelta(days=30)), timedelta(days=30)) == 0
+    with hub.db.write() as s:
+        assert quarantine.expire(s, FixedClock(T0 + timedelta(days=30, microseconds=1)), timedelta(days=30)) == 1
+    with hub.db.read() as s:
+        d = s.get(Delivery, held)
+        assert d is not None and (d.status, d.raw_body) == ("expired", None)
+
+
+def test_a_release_that_loses_a_race_to_another_is_a_conflict(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    held = _held(hub, "acme", T0, sender={"id": 100, "login": "alice", "type": "User"})  # attributable now
+    attribute = quarantine.attribute
+
+    def another_release_commits_meanwhile(session, sender, source):  # type: ignore[no-untyped-def]
+        session.execute(update(Delivery).where(Delivery.id == held).values(status="received"))
+        return attribute(session, sender, source)
+
+    monkeypatch.setattr(quarantine, "attribute", another_release_commits_meanwhile)
+    with hub.db.write() as s, pytest.raises(Conflict) as info:
+        quarantine.release(s, hub.clock, held)
+    assert info.value.args[0] == f"delivery {held} was released already"

@@ -235,3 +235,106 @@ def test_many_fields_before_a_token_keep_its_offsets_exact() -> None:
 def test_warm_up_compiles_the_scanner() -> None:
     secrets.warm_up()
     assert [r.kind for r in secrets.redact({"b": corpus()[0].value}).refs] == ["github_pat"]
+
+
+def test_a_fresh_scanner_compiles_its_catalogue_once_and_finds_a_token() -> None:
+    token = corpus()[0].value
+    scanner = secrets._Kingfisher()
+    found = scanner.scan(f"token: {token}\n".encode())
+    assert [f.rule_id for f in found] == ["betterleaks.github-pat"]
+    assert scanner.scanner() is scanner.scanner()
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "kind"),
+    [
+        ("betterleaks.github-pat", "github_pat"),
+        ("veles.secrets/digitaloceanapikey", "digitaloceanapikey"),
+        ("betterleaks.aws.secret-key", "aws_secret_key"),
+        ("veles.secrets/v2/slackappleveltoken", "slackappleveltoken"),
+        ("betterleaks.Slack App token!", "slack_app_token_"),
+        ("betterleaks." + "a" * 70, "a" * 60),
+        ("veles.secrets/", "secret"),
+    ],
+)
+def test_a_scanner_rule_id_is_reduced_to_a_short_type(rule_id: str, kind: str) -> None:
+    """The last path segment, without the catalogue name before its first dot, in
+    ``[a-z0-9_]``, at most 60 characters; ``secret`` when nothing is left."""
+    assert secrets._kind_of_rule(rule_id) == kind
+
+
+class _Finding:
+    def __init__(self, start: int, end: int) -> None:
+        self.rule_id = "fake.rule"
+        self._location = {"start_offset": start, "end_offset": end}
+
+    def to_dict(self) -> dict:
+        return {"location": self._location}
+
+
+class _FakeScanner:
+    """Stands in for Kingfisher: reports the byte spans ``spans(doc)`` gives."""
+
+    def __init__(self, spans) -> None:
+        self._spans = spans
+
+    def scan(self, doc: bytes) -> list[_Finding]:
+        return [_Finding(start, end) for start, end in self._spans(doc)]
+
+
+def test_scanner_findings_outside_a_value_are_skipped_and_later_ones_still_count(monkeypatch) -> None:
+    # The document is "a: first value\nb: second TOKEN1234 value\n".
+    def spans(doc: bytes) -> list[tuple[int, int]]:
+        second = doc.index(b"b: ")
+        token = doc.index(b"TOKEN1234")
+        return [
+            (0, 2),  # inside the first key's prefix
+            (second - 1, second + 1),  # the newline and the next key
+            (second, second + 2),  # inside the second key's prefix
+            (token, token + 9),
+        ]
+
+    monkeypatch.setattr(secrets, "_KINGFISHER", _FakeScanner(spans))
+    red = secrets.redact({"a": "first value", "b": "second TOKEN1234 value"})
+    assert [(r.value, r.kind) for r in red.refs] == [("TOKEN1234", "rule")]
+    assert red.payload == {"a": "first value", "b": f"second {red.refs[0].rendered} value"}
+
+
+def test_scanner_offsets_inside_a_character_replace_the_whole_field(monkeypatch, caplog) -> None:
+    def spans(doc: bytes) -> list[tuple[int, int]]:
+        start = doc.index("é".encode()) + 1  # the second byte of "é"
+        return [(start, doc.index(b" end"))]
+
+    monkeypatch.setattr(secrets, "_KINGFISHER", _FakeScanner(spans))
+    red = secrets.redact({"body": "café TOKEN1234 end"})
+    assert [(r.value, r.kind) for r in red.refs] == [("café TOKEN1234 end", "rule")]
+    assert red.payload == {"body": red.refs[0].rendered}
+    assert [r.getMessage() for r in caplog.records if r.name == secrets.__name__] == [
+        "secret scanner offsets for rule fake.rule do not cut a whole character; replacing the whole field"
+    ]
+
+
+def test_a_lone_surrogate_in_one_field_does_not_stop_the_scan_of_the_others() -> None:
+    token = corpus()[0].value
+    red = secrets.redact({"a": "lone \ud800 surrogate", "b": f"x {token}"})
+    assert [r.kind for r in red.refs] == ["github_pat"]
+    assert red.payload == {"a": "lone \ud800 surrogate", "b": f"x {red.refs[0].rendered}"}
+
+
+def test_leaves_shorter_than_eight_characters_are_not_scanned() -> None:
+    assert secrets.redact({"u": "://:p@h"}).refs == []
+    assert [(r.value, r.kind) for r in secrets.redact({"u": "://:pw@h"}).refs] == [("pw", "url_password")]
+
+
+def test_a_value_whose_prefix_is_another_value_is_replaced_whole() -> None:
+    found = [secrets.Found("hunter2hunter2", "short"), secrets.Found("hunter2hunter2xyz", "long")]
+    red = secrets.redact({"t": "x hunter2hunter2xyz y hunter2hunter2"}, found)
+    refs = {r.kind: r for r in red.refs}
+    assert red.payload["t"] == f"x {refs['long'].rendered} y {refs['short'].rendered}"
+    assert secrets.scrub("x hunter2hunter2xyz y", red.refs) == f"x {refs['long'].rendered} y"
+
+
+def test_non_string_keys_are_kept_as_they_are() -> None:
+    token = corpus()[0].value
+    red = secrets.redact({1: "one", "b": f"x {token}"})
+    assert red.payload == {1: "one", "b": f"x {red.refs[0].rendered}"}
