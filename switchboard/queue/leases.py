@@ -342,8 +342,8 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
     conn = session.connection()
     done = conn.execute(_complete_statement(fence, sql_now), params).mappings().first() if work else None
     if done is None:
-        _held(session, clock, agent_id, grants, todo_id, lease_token, session_key,
-              params.get("b_now") or lease_now(session, clock))  # raises the precise error
+        # Raises the precise error (_held reads the lease clock itself on the sql_now path).
+        _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, params.get("b_now"))
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
     now = todo.updated_at
