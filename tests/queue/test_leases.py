@@ -66,6 +66,8 @@ def test_claim_complete_records_attempt(hub: Hub) -> None:
     (attempt,) = _attempts(hub, tid)
     assert attempt["agent_id"] == agent and attempt["outcome"] == "completed" and attempt["ended_at"]
     assert _todo(hub, tid).result == {"value": "shipped"}
+    # The todo's updated_at is the completion's time, the attempt's end (mutation testing).
+    assert iso(_todo(hub, tid).updated_at) == attempt["ended_at"] > claim["todo"]["updated_at"]
 
 
 def test_illegal_transitions_are_conflicts(hub: Hub) -> None:
