@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlmodel import Session
@@ -99,14 +99,17 @@ def live_sessions(session: Session, clock: Clock, agent_id: str) -> list[AgentSe
     return sorted(rows, key=lambda r: (r.last_woken_at or epoch, r.attached_at, r.id))
 
 
-def pick(session: Session, clock: Clock, agent_ids: list[str]) -> AgentSession | None:
+class Target(NamedTuple):
+    """The session a wake goes to."""
+
+    agent_id: str
+    id: str
+
+
+def pick(session: Session, clock: Clock, agent_ids: list[str]) -> Target | None:
     """The session a wake goes to: the least recently woken live session of the first agent in
     ``agent_ids`` (best candidate first) that has one; ``None`` when none is attached."""
-    for agent_id in agent_ids:
-        live = live_sessions(session, clock, agent_id)
-        if live:
-            return live[0]
-    return None
+    return Picker(session, clock).pick(agent_ids)
 
 
 def emit(
@@ -155,8 +158,8 @@ class Picker:
         self.session, self.clock = session, clock
         self.live: dict[str, list[list[Any]]] = {}
 
-    def pick(self, agent_ids: list[str]) -> tuple[str, str] | None:
-        """``(agent_id, session_id)`` of the session the next wake goes to, or ``None``."""
+    def pick(self, agent_ids: list[str]) -> Target | None:
+        """The session the next wake goes to, or ``None``."""
         missing = [a for a in agent_ids if a not in self.live]
         if missing:
             cutoff = self.clock.now() - timedelta(seconds=LIVE_SECONDS)
@@ -178,7 +181,7 @@ class Picker:
                 first = entries.pop(0)
                 first[0] = self.clock.now()
                 entries.append(first)
-                return agent_id, first[2]
+                return Target(agent_id, first[2])
         return None
 
 

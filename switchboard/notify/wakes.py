@@ -110,7 +110,8 @@ def wake_for(session: Session, todo: Todo) -> Wake:
     return Wake(todo.id, project, todo.queue, todo.kind, provider or "api", todo.title, agents)
 
 
-def route(session: Session, clock: Clock, wake: Wake, target: AgentSession | None = None) -> Wake:
+def route(session: Session, clock: Clock, wake: Wake,
+          target: AgentSession | sessions.Target | None = None) -> Wake:
     """Send ``wake`` to ``target`` (or to :func:`sessions.pick` of its agents): write its stream
     event and return it routed. Unrouted (no live session) it is returned as is: the todo waits
     for a pull or for the next attach (DESIGN.md rule 1)."""

@@ -33,7 +33,7 @@ from switchboard.models import Delivery, Grant, Project, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
 from switchboard.notify import sessions
-from switchboard.notify.wakes import Wake
+from switchboard.notify.wakes import Wake, route
 from switchboard.queue import todos
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
@@ -342,12 +342,7 @@ def _apply(
     if target is None:
         return "processed", wake, delivery.received_at  # nobody attached: the todo waits (rule 1)
     # Written to the chosen session's stream ledger in this transaction (DESIGN.md §6.5a).
-    event_id = sessions.emit(session, hub.clock, target[0], target[1], "wake", wake.event_data())
-    return (
-        "processed",
-        replace(wake, agent_id=target[0], session_id=target[1], event_id=event_id),
-        delivery.received_at,
-    )
+    return "processed", route(session, hub.clock, wake, target), delivery.received_at
 
 
 def _consume_verdict(

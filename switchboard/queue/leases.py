@@ -65,7 +65,7 @@ def lease_now(session: Session, clock: Clock) -> datetime:
     decides when a lease expires (issue 18 item 5). Otherwise (SQLite, one host; or an injected
     test clock) it is ``clock.now()``.
     """
-    if isinstance(clock, SystemClock) and session.get_bind().dialect.name == "postgresql":
+    if _db_clock(session, clock):
         value = session.execute(_DB_NOW).scalar_one()
         return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return clock.now()

@@ -43,129 +43,58 @@ def create(
     Returns:
         ``(todo, created)``; ``created`` is False when ``origin_key`` already made a todo.
     """
-    if origin_key is not None:
-        existing = session.execute(select(Todo).where(Todo.origin_key == origin_key)).scalars().first()
-        if existing is not None:
-            return existing, False
-    now = clock.now()
-    todo = Todo(
-        project_id=project_id,
-        queue=queue,
-        kind=kind,
-        title=title,
-        payload=payload,
-        origin_key=origin_key,
-        source_id=source_id,
-        delivery_id=delivery_id,
-        human_id=human_id,
-        created_at=now,
-        updated_at=now,
-    )
-    session.add(todo)
-    session.flush()
-    # The todo id is new in this transaction, so no event holds this origin key yet: one INSERT.
-    feed.record(
-        session,
-        clock,
-        project_id,
-        "todo.created",
-        title,
-        subject_id=todo.id,
-        data={"queue": queue, "kind": kind},
-        origin_key=f"{todo.id}:created",
-    )
-    return todo, True
+    todo_id, created = _insert(session, clock, project_id=project_id, queue=queue, kind=kind, title=title,
+                               payload=payload, origin_key=origin_key, source_id=source_id,
+                               delivery_id=delivery_id, human_id=human_id, rung=False)
+    todo = session.get(Todo, todo_id)
+    assert todo is not None
+    return todo, created
 
 
-def create_rung(
-    session: Session,
-    clock: Clock,
-    *,
-    project_id: str,
-    queue: str,
-    kind: str,
-    title: str,
-    payload: dict[str, Any] | None,
-    origin_key: str,
-    source_id: str | None = None,
-    delivery_id: str | None = None,
-    human_id: str | None = None,
-) -> tuple[str, bool]:
-    """:func:`create` for processing (issue 11): one ``INSERT ... ON CONFLICT (origin_key) DO
-    NOTHING RETURNING id`` with the first ring already recorded (``rung_at`` now, ``ring_count``
-    1: the caller sends the wake in the same transaction), then the ``todo.created`` event. No
-    ORM object is built.
+def create_rung(session: Session, clock: Clock, **fields: Any) -> tuple[str, bool]:
+    """:func:`create` for processing (issue 11): the first ring already recorded (``rung_at`` now,
+    ``ring_count`` 1: the caller sends the wake in the same transaction), and no ORM object built.
+    Takes :func:`create`'s keyword arguments (``origin_key`` required).
 
     Returns:
         ``(todo id, created)``; ``created`` is False when ``origin_key`` already made a todo
         (its id is returned, and nothing is written).
     """
+    return _insert(session, clock, rung=True, **fields)
+
+
+def _insert(session: Session, clock: Clock, *, project_id: str, queue: str, kind: str, title: str,
+            payload: dict[str, Any] | None, origin_key: str | None, source_id: str | None = None,
+            delivery_id: str | None = None, human_id: str | None = None, rung: bool) -> tuple[str, bool]:
+    """One ``INSERT ... ON CONFLICT (origin_key) DO NOTHING RETURNING id``, then the
+    ``todo.created`` event (one INSERT: its origin key is built from the new id)."""
     now = clock.now()
     todo_id = new_id("td")
-    stmt = _INSERTS.get(session.get_bind().dialect.name)
+    dialect = session.get_bind().dialect.name
+    stmt = _INSERTS.get(dialect)
     if stmt is None:
-        stmt = _INSERTS[session.get_bind().dialect.name] = _insert_rung(session.get_bind().dialect.name)
-    inserted = (
-        session.connection()
-        .execute(
-            stmt,
-            {
-                "id": todo_id,
-                "project_id": project_id,
-                "queue": queue,
-                "state": "pending",
-                "kind": kind,
-                "title": title,
-                "payload": payload,
-                "origin_key": origin_key,
-                "source_id": source_id,
-                "delivery_id": delivery_id,
-                "human_id": human_id,
-                "assigned_agent_id": None,
-                "priority": 0,
-                "attempt_count": 0,
-                "failure_count": 0,
-                "max_attempts": MAX_ATTEMPTS,
-                "claimed_by": None,
-                "lease_token": None,
-                "lease_session": None,
-                "lease_expires_at": None,
-                "next_retry_at": None,
-                "rung_at": now,
-                "ring_count": 1,
-                "result": None,
-                "created_at": now,
-                "updated_at": now,
-            },
-        )
-        .first()
-    )
+        stmt = _INSERTS[dialect] = _insert_statement(dialect)
+    inserted = session.connection().execute(stmt, {
+        "id": todo_id, "project_id": project_id, "queue": queue, "state": "pending", "kind": kind, "title": title,
+        "payload": payload, "origin_key": origin_key, "source_id": source_id, "delivery_id": delivery_id,
+        "human_id": human_id, "assigned_agent_id": None, "priority": 0, "attempt_count": 0, "failure_count": 0,
+        "max_attempts": MAX_ATTEMPTS, "claimed_by": None, "lease_token": None, "lease_session": None,
+        "lease_expires_at": None, "next_retry_at": None, "rung_at": now if rung else None,
+        "ring_count": 1 if rung else 0, "result": None, "created_at": now, "updated_at": now}).first()
     if inserted is None:
-        existing = (
-            session.connection()
-            .execute(select(TODOS.c.id).where(TODOS.c.origin_key == origin_key))
-            .scalar_one()
-        )
+        existing = session.connection().execute(select(TODOS.c.id).where(TODOS.c.origin_key == origin_key)).scalar_one()
         return str(existing), False
-    feed.record(
-        session,
-        clock,
-        project_id,
-        "todo.created",
-        title,
-        subject_id=todo_id,
-        data={"queue": queue, "kind": kind},
-        origin_key=f"{todo_id}:created",
-    )
+    feed.record(session, clock, project_id, "todo.created", title, subject_id=todo_id,
+                data={"queue": queue, "kind": kind}, origin_key=f"{todo_id}:created")
     return todo_id, True
 
 
 TODOS = Todo.__table__  # type: ignore[attr-defined]
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS: int = Todo.model_fields["max_attempts"].default
 _INSERTS: dict[str, Any] = {}
 
 
-def _insert_rung(dialect: str) -> Any:
+def _insert_statement(dialect: str) -> Any:
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
