@@ -35,7 +35,8 @@ their own session; a lease claimed without it is bound to the caller's token."""
 def session_of(caller: Caller, token: str | None, *, mcp_session: str | None = None,
                header: str | None = None) -> Caller:
     """``caller`` with its session key: the MCP session id on ``/mcp``, else the
-    ``X-Switchboard-Session`` header (adapter, REST), else a digest of the bearer token.
+    ``X-Switchboard-Session`` header (adapter, REST; it also becomes ``session_id``), else a
+    digest of the bearer token.
 
     Keys are namespaced and cut to 80 characters; the token itself is never stored.
     """
@@ -45,6 +46,8 @@ def session_of(caller: Caller, token: str | None, *, mcp_session: str | None = N
         key = "mcp:" + mcp_session[:76]
     elif header and header.strip():
         key = "hdr:" + hashlib.sha256(header.strip().encode("utf-8", "replace")).hexdigest()[:40]
+        # The adapter's session also binds relayed prompts and friend verdicts (DESIGN.md §6.6).
+        return replace(caller, session_key=key, session_id=header.strip()[:80])
     elif token:
         key = "tok:" + hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:40]
     else:

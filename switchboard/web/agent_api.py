@@ -17,7 +17,6 @@ Every route needs ``Authorization: Bearer <agent token>`` (401 problem details o
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -80,9 +79,6 @@ async def invoke_tool(request: Request) -> Response:
         arguments: Any = json_shape.loads(raw) if raw.strip() else {}
     except SwitchboardError as exc:
         return from_error(exc)
-    session_id = request.headers.get("x-switchboard-session")
-    if session_id:  # binds a relayed permission prompt to this call (DESIGN.md §6.6)
-        caller = dataclasses.replace(caller, session_id=session_id[:80])
     result = await call_tool_async(hub, caller, request.path_params["name"], arguments)
     return JSONResponse(result)
 

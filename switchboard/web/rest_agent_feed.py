@@ -13,33 +13,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, request
 
-from switchboard.intake import json_shape
-from switchboard.mcp_server.callers import bearer, resolve_caller
-from switchboard.mcp_server.calls import invoke
-from switchboard.web import schemas
+from switchboard.web import rest_calls, schemas
 
 if TYPE_CHECKING:
-    from switchboard.hub import Hub
+    pass
 
 bp = Blueprint("rest_agent_feed", __name__, url_prefix="/api/v1")
 
 
-def _hub() -> Hub:
-    return current_app.config["HUB"]  # type: ignore[no-any-return]
 
 
-def _run(tool: str, args: dict[str, Any], status: int = 200) -> Any:
-    hub = _hub()
-    caller = resolve_caller(hub, bearer(request.headers.get("Authorization")))
-    resp = jsonify(invoke(hub, caller, tool, args))
-    resp.status_code = status
-    return resp
 
 
-def _json() -> Any:
-    return json_shape.loads_object(request.get_data())
 
 
 @bp.get("/feed")
@@ -61,7 +48,7 @@ def feed() -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("feed_read", schemas.query_args(schemas.FeedQuery(), request.args, lists=("kinds",)))
+    return rest_calls.run_tool("feed_read", schemas.query_args(schemas.FeedQuery(), request.args, lists=("kinds",)))
 
 
 @bp.get("/inbox")
@@ -79,7 +66,7 @@ def inbox_read() -> Any:
         400: {content: {application/problem+json: {schema: Problem}}}
         401: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("inbox_read", schemas.query_args(schemas.InboxQuery(), request.args))
+    return rest_calls.run_tool("inbox_read", schemas.query_args(schemas.InboxQuery(), request.args))
 
 
 @bp.post("/inbox/questions")
@@ -97,7 +84,7 @@ def question_post() -> Any:
         403: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("question_post", schemas.load(schemas.QuestionBody(), _json()), status=201)
+    return rest_calls.run_tool("question_post", schemas.load(schemas.QuestionBody(), rest_calls.json_body()), status=201)
 
 
 @bp.post("/inbox/approvals")
@@ -115,7 +102,7 @@ def approval_request() -> Any:
         403: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("approval_request", schemas.load(schemas.ApprovalBody(), _json()), status=201)
+    return rest_calls.run_tool("approval_request", schemas.load(schemas.ApprovalBody(), rest_calls.json_body()), status=201)
 
 
 @bp.post("/subscriptions")
@@ -132,7 +119,7 @@ def subscribe() -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("notify_subscribe", schemas.load(schemas.SubscribeBody(), _json()), status=201)
+    return rest_calls.run_tool("notify_subscribe", schemas.load(schemas.SubscribeBody(), rest_calls.json_body()), status=201)
 
 
 @bp.delete("/subscriptions/<subscription_id>")
@@ -149,4 +136,4 @@ def unsubscribe(subscription_id: str) -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("notify_unsubscribe", {"subscription_id": subscription_id})
+    return rest_calls.run_tool("notify_unsubscribe", {"subscription_id": subscription_id})

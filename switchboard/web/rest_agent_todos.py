@@ -17,25 +17,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, request
 
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
-from switchboard.mcp_server.callers import SESSION_HEADER, bearer, resolve_caller, session_of
-from switchboard.mcp_server.calls import invoke
+from switchboard.web import rest_calls
 
 if TYPE_CHECKING:
-    from switchboard.hub import Hub
+    pass
 
 bp = Blueprint("rest_agent_todos", __name__, url_prefix="/api/v1")
 _ACTIONS = ("claim", "heartbeat", "complete", "fail", "release")
 
 
-def _run(tool: str, args: dict[str, Any]) -> Any:
-    hub: Hub = current_app.config["HUB"]
-    token = bearer(request.headers.get("Authorization"))
-    caller = session_of(resolve_caller(hub, token), token, header=request.headers.get(SESSION_HEADER))
-    return jsonify(invoke(hub, caller, tool, args))
 
 
 def _body() -> dict[str, Any]:
@@ -53,7 +47,7 @@ def whoami() -> Any:
         200: {content: {application/json: {schema: Whoami}}}
         401: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("whoami", {})
+    return rest_calls.run_tool("whoami", {})
 
 
 @bp.get("/todos")
@@ -84,7 +78,7 @@ def list_todos() -> Any:
     unknown = set(request.args) - {"project", "queue", "state", "limit", "cursor"}
     if unknown:
         raise InvalidArgument(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
-    return _run("todo_list", args)
+    return rest_calls.run_tool("todo_list", args)
 
 
 @bp.get("/todos/<todo_id>")
@@ -101,7 +95,7 @@ def get_todo(todo_id: str) -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("todo_get", {"todo_id": todo_id})
+    return rest_calls.run_tool("todo_get", {"todo_id": todo_id})
 
 
 @bp.get("/todos/<todo_id>/payload")
@@ -128,7 +122,7 @@ def get_payload(todo_id: str) -> Any:
     """
     from switchboard.web import schemas
 
-    return _run("todo_payload", {**schemas.query_args(schemas.PayloadQuery(), request.args), "todo_id": todo_id})
+    return rest_calls.run_tool("todo_payload", {**schemas.query_args(schemas.PayloadQuery(), request.args), "todo_id": todo_id})
 
 
 @bp.post("/todos/claim")
@@ -146,7 +140,7 @@ def claim_next() -> Any:
         403: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    return _run("todo_claim", _body())
+    return rest_calls.run_tool("todo_claim", _body())
 
 
 @bp.post("/todos/<todo_id>/<action>")
@@ -173,4 +167,4 @@ def act(todo_id: str, action: str) -> Any:
     body = _body()
     if "id" in body or "todo_id" in body:
         raise InvalidArgument("the todo id goes in the path, not the body")
-    return _run(f"todo_{action}", {**body, "todo_id": todo_id})
+    return rest_calls.run_tool(f"todo_{action}", {**body, "todo_id": todo_id})

@@ -18,21 +18,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 
 from switchboard import admin, revocation
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
 from switchboard.mcp_server.callers import bearer
+from switchboard.web import rest_calls
 
 if TYPE_CHECKING:
-    from switchboard.hub import Hub
+    pass
 
 bp = Blueprint("rest_human_access", __name__, url_prefix="/api/v1/human")
 
 
-def _hub() -> Hub:
-    return current_app.config["HUB"]  # type: ignore[no-any-return]
 
 
 def _token_id() -> str | None:
@@ -60,7 +59,7 @@ def revoke_agent_tokens(name: str) -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    hub = _hub()
+    hub = rest_calls.hub()
     token_id = _token_id()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
@@ -86,7 +85,7 @@ def list_agent_tokens(name: str) -> Any:
 
     from switchboard.models import Agent, Token
 
-    hub = _hub()
+    hub = rest_calls.hub()
     with hub.db.read() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         agent = s.execute(select(Agent).where(Agent.name == name, Agent.human_id == human.id)).scalars().first()
@@ -112,7 +111,7 @@ def revoke_grant(name: str, project: str) -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    hub = _hub()
+    hub = rest_calls.hub()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify(revocation.revoke_grant(s, name, project, acting_human_id=human.id))
@@ -132,7 +131,7 @@ def remove_agent(name: str) -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    hub = _hub()
+    hub = rest_calls.hub()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify(revocation.remove_agent(s, hub.clock, name, owner_human_id=human.id))
@@ -150,7 +149,7 @@ def revoke_own_tokens() -> Any:
         401: {content: {application/problem+json: {schema: Problem}}}
         404: {content: {application/problem+json: {schema: Problem}}}
     """
-    hub = _hub()
+    hub = rest_calls.hub()
     token_id = _token_id()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))

@@ -13,26 +13,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 
 from switchboard import admin
 from switchboard.friends import requests as friends
 from switchboard.mcp_server.callers import bearer
+from switchboard.web import rest_calls
 
 if TYPE_CHECKING:
-    from switchboard.hub import Hub
+    pass
 
 bp = Blueprint("rest_human_friends", __name__, url_prefix="/api/v1/human")
 
 
-def _hub() -> Hub:
-    return current_app.config["HUB"]  # type: ignore[no-any-return]
 
 
 @bp.get("/friends")
 def human_friends() -> Any:
     """Friendships the calling human is part of."""
-    with _hub().db.read() as s:
+    with rest_calls.hub().db.read() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify({"friendships": friends.list_for_human(s, human.id)})
 
@@ -40,7 +39,7 @@ def human_friends() -> Any:
 @bp.post("/friends/<friendship_id>/revoke")
 def human_revoke(friendship_id: str) -> Any:
     """Revoke a friendship the calling human is part of."""
-    hub = _hub()
+    hub = rest_calls.hub()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         return jsonify(friends.revoke(s, hub.clock, friendship_id, human_id=human.id))

@@ -12,30 +12,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 
 from switchboard import admin
 from switchboard.inbox import items as inbox
-from switchboard.intake import json_shape
 from switchboard.mcp_server.callers import bearer
-from switchboard.web import schemas
+from switchboard.web import rest_calls, schemas
 
 if TYPE_CHECKING:
-    from switchboard.hub import Hub
+    pass
 
 bp = Blueprint("rest_human_inbox", __name__, url_prefix="/api/v1/human")
 
 
-def _hub() -> Hub:
-    return current_app.config["HUB"]  # type: ignore[no-any-return]
 
 
-def _json() -> Any:
-    return json_shape.loads_object(request.get_data())
 
 
 def _human_id() -> str:
-    with _hub().db.read() as s:
+    with rest_calls.hub().db.read() as s:
         return admin.authenticate_human(s, bearer(request.headers.get("Authorization"))).id
 
 
@@ -57,13 +52,13 @@ def human_inbox() -> Any:
     args = schemas.query_args(schemas.HumanInboxQuery(), request.args)
     human_id = _human_id()
     status = args.get("status", "open")
-    with _hub().db.read() as s:
+    with rest_calls.hub().db.read() as s:
         return jsonify(inbox.page_for_human(s, human_id=human_id, status=None if status == "all" else status,
                                             limit=args.get("limit", 100), cursor=args.get("cursor")))
 
 
 def _resolve(item_id: str, **kwargs: Any) -> Any:
-    hub = _hub()
+    hub = rest_calls.hub()
     human_id = _human_id()
     with hub.db.write() as s:
         data, agent_id = inbox.resolve(s, hub.clock, item_id, via="rest", human_id=human_id, **kwargs)
@@ -88,7 +83,7 @@ def human_answer(item_id: str) -> Any:
         404: {content: {application/problem+json: {schema: Problem}}}
         409: {content: {application/problem+json: {schema: Problem}}}
     """
-    body = schemas.load(schemas.AnswerBody(), _json())
+    body = schemas.load(schemas.AnswerBody(), rest_calls.json_body())
     return _resolve(item_id, answer=body["answer"], note=body.get("note"))
 
 
@@ -109,5 +104,5 @@ def human_decide(item_id: str) -> Any:
         404: {content: {application/problem+json: {schema: Problem}}}
         409: {content: {application/problem+json: {schema: Problem}}}
     """
-    body = schemas.load(schemas.DecideBody(), _json())
+    body = schemas.load(schemas.DecideBody(), rest_calls.json_body())
     return _resolve(item_id, decision=body["decision"], note=body.get("note"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 from sqlalchemy import select
 
 from switchboard import admin
@@ -30,18 +30,15 @@ from switchboard.mcp_server.callers import bearer
 from switchboard.models import Project, Todo
 from switchboard.queue import todos
 from switchboard.sources.github import one_line
-from switchboard.web import schemas
+from switchboard.web import rest_calls, schemas
 
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-    from switchboard.hub import Hub
 
 bp = Blueprint("rest_human_work", __name__, url_prefix="/api/v1/human")
 
 
-def _hub() -> Hub:
-    return current_app.config["HUB"]  # type: ignore[no-any-return]
 
 
 def _owned(session: Session) -> list[str]:
@@ -65,7 +62,7 @@ def list_todos() -> Any:
     """One page of the todos of the projects the human owns, oldest first (``?project=&state=
     &dead_letters=&limit=&cursor=``); ``next_cursor`` continues (:func:`todos.page_of`)."""
     args = schemas.query_args(schemas.TodoQuery(), request.args)
-    with _hub().db.read() as s:
+    with rest_calls.hub().db.read() as s:
         owned = _narrow(s, _owned(s), args.get("project"))
         return jsonify(todos.page_of(s, owned, state=args.get("state"), dead_letters=args.get("dead_letters", False),
                                      limit=args.get("limit", 50), cursor=args.get("cursor")))
@@ -92,7 +89,7 @@ def add_todo() -> Any:
     priority = body.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")
-    hub = _hub()
+    hub = rest_calls.hub()
     with hub.db.write() as s:
         owned = _owned(s)
         project = s.execute(select(Project).where(
@@ -110,7 +107,7 @@ def add_todo() -> Any:
 
 @bp.post("/todos/<todo_id>/<action>")
 def act(todo_id: str, action: str) -> Any:
-    hub = _hub()
+    hub = rest_calls.hub()
     body = _body()
     with hub.db.write() as s:
         owned = _owned(s)
@@ -137,7 +134,7 @@ def list_quarantine() -> Any:
     from switchboard.intake import quarantine
 
     args = schemas.query_args(schemas.QuarantineQuery(), request.args)
-    with _hub().db.read() as s:
+    with rest_calls.hub().db.read() as s:
         owned = _narrow(s, _owned(s), args.get("project"))
         return jsonify(quarantine.page_quarantined(s, owned, limit=args.get("limit", 100), cursor=args.get("cursor")))
 
@@ -153,7 +150,7 @@ def act_on_quarantine(delivery_id: str, action: str) -> Any:
     if action not in ("release", "discard"):
         raise InvalidArgument(f"unknown action {action!r}; one of release, discard")
     body = _body()
-    hub = _hub()
+    hub = rest_calls.hub()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))
         delivery = s.get(Delivery, delivery_id)

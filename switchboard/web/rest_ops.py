@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 
 from switchboard import metrics
 from switchboard.errors import Unauthenticated
+from switchboard.web import rest_calls
 from switchboard.web.problems import MEDIA_TYPE, problem_body
 
 if TYPE_CHECKING:
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
 bp = Blueprint("rest_ops", __name__)
 
 
-def _hub() -> Hub:
-    return current_app.config["HUB"]  # type: ignore[no-any-return]
 
 
 def readiness(hub: Hub) -> dict[str, str]:
@@ -77,7 +76,7 @@ def ready() -> Any:
         200: {description: 'Ready: {"status": "ready", "checks": {...}}'}
         503: {content: {application/problem+json: {schema: Problem}}}
     """
-    checks = readiness(_hub())
+    checks = readiness(rest_calls.hub())
     if all(v in ("ok", "not configured") for v in checks.values()):
         return jsonify({"status": "ready", "checks": checks})
     failed = ", ".join(f"{k}: {v}" for k, v in checks.items() if v not in ("ok", "not configured"))
@@ -99,7 +98,7 @@ def prometheus_metrics() -> Any:
         200: {content: {text/plain: {schema: {type: string}}}}
         401: {content: {application/problem+json: {schema: Problem}}}
     """
-    hub = _hub()
+    hub = rest_calls.hub()
     if not metrics.token_ok(hub.settings.metrics_token, request.headers.get("Authorization")):
         raise Unauthenticated("send Authorization: Bearer <SWITCHBOARD_METRICS_TOKEN>")
     body, content_type = metrics.render(hub)

@@ -285,3 +285,16 @@ def test_humans_list_and_revoke_friendships_over_rest(live: LiveApp) -> None:
                        headers=agent, timeout=30)
     assert need.status_code == 400 and need.json()["code"] == "invalid_argument"
     assert httpx2.get(f"{live.url}/api/v1/human/friends", timeout=30).status_code == 401
+
+
+def test_friend_and_todo_bodies_over_rest_follow_the_json_shape_rules(live: LiveApp) -> None:
+    # Every REST body goes through json_shape.loads_object (web/rest_calls.py): not JSON, not an
+    # object, or against the shape rules is 400 invalid_argument before any tool runs.
+    agent = {"Authorization": f"Bearer {live.world.token}", "Content-Type": "application/json"}
+    for path in ("/api/v1/friends/requests", "/api/v1/todos"):
+        for raw in (b'{"to_agent": NaN}', b"[1]", b"{", b'{"a": ' + b"[" * 70 + b"]" * 70 + b"}"):
+            resp = httpx2.post(f"{live.url}{path}", content=raw, headers=agent, timeout=30)
+            assert resp.status_code == 400 and resp.json()["code"] == "invalid_argument", (path, raw, resp.text)
+    fine = httpx2.post(f"{live.url}/api/v1/todos", json={"project": "acme", "queue": "reviews", "title": "one"},
+                       headers=agent, timeout=30)
+    assert fine.status_code == 201, fine.text
