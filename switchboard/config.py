@@ -23,6 +23,8 @@ DEFAULT_PAYLOAD_BUDGET_BYTES = 64 * 1024  # todo payloads in tool results (issue
 MAX_PAYLOAD_BUDGET_BYTES = 16 * 1024 * 1024
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
+PROCESSING_MODES = ("process", "thread")
+"""``SWITCHBOARD_PROCESSING``: where embedded mode processes deliveries (see :class:`Settings`)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,11 @@ class Settings:
             carries whole, in bytes of canonical JSON (``SWITCHBOARD_PAYLOAD_BUDGET_BYTES``, default
             64 KiB, 1 KiB .. 16 MiB); over it the value is cut with an explicit marker and fetched
             in parts with ``todo_payload`` (DESIGN.md §6.5a, issue 18 item 4).
+        processing: where embedded mode (no Redis) processes deliveries
+            (``SWITCHBOARD_PROCESSING``): ``process``, a child process of ``serve`` with its own
+            interpreter lock (the default from the environment, issue 11), or ``thread``, a thread
+            of the serving process (the default when settings are built in code, e.g. by tests
+            that inject a clock). Ignored with Redis: rq workers process then.
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -118,6 +125,7 @@ class Settings:
     public_hosts: tuple[str, ...] = ()
     trusted_proxies: tuple[str, ...] = ()
     payload_budget_bytes: int = DEFAULT_PAYLOAD_BUDGET_BYTES
+    processing: str = "thread"
 
     def __post_init__(self) -> None:
         home = Path(self.home).expanduser().absolute()
@@ -239,6 +247,10 @@ class Settings:
             log_format = "text"
         public_hosts = parse_public_hosts(env.get("SWITCHBOARD_PUBLIC_HOSTS", ""), problems)
         trusted_proxies = parse_trusted_proxies(env.get("SWITCHBOARD_TRUSTED_PROXIES", ""), problems)
+        processing = env.get("SWITCHBOARD_PROCESSING", "").strip().lower() or "process"
+        if processing not in PROCESSING_MODES:
+            problems.append(f"SWITCHBOARD_PROCESSING must be one of {', '.join(PROCESSING_MODES)}")
+            processing = "process"
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -262,6 +274,7 @@ class Settings:
             public_hosts=public_hosts,
             trusted_proxies=trusted_proxies,
             payload_budget_bytes=payload_budget,
+            processing=processing,
         )
 
 

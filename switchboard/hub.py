@@ -27,7 +27,8 @@ class Hub:
     Args:
         settings: the process settings.
         clock: injected clock (default: the system clock).
-        role: ``serve`` (attached streams, sweeper, inline worker unless Redis) or ``worker``
+        role: ``serve`` (attached streams, sweeper, and in embedded mode the processing child
+            process or inline worker thread, see ``Settings.processing``) or ``worker``
             (rq worker process: publishes wakes, holds no streams) or ``cli``.
     """
 
@@ -57,11 +58,18 @@ class Hub:
         if role == "serve":
             from switchboard.queue import jobs  # not at import: the CLI builds a hub per command
 
-            self.dispatcher: Dispatcher = (
-                RqDispatcher(settings.redis_url) if settings.redis_url
-                else InlineDispatcher(lambda ids: jobs.process_batch(self, ids),
-                                      lambda delivery_id: jobs.process_or_record(self, delivery_id))
-            )
+            if settings.redis_url:
+                self.dispatcher: Dispatcher = RqDispatcher(settings.redis_url)
+            elif settings.processing == "process" and clock is None:
+                # Embedded mode: processing in a child process with its own interpreter lock
+                # (issue 11); an injected clock cannot cross processes, so tests keep the thread.
+                from switchboard.feed.bell import BELL
+                from switchboard.queue.child import ProcessDispatcher
+
+                self.dispatcher = ProcessDispatcher(settings, self.broker, BELL.ring)
+            else:
+                self.dispatcher = InlineDispatcher(lambda ids: jobs.process_batch(self, ids),
+                                                   lambda delivery_id: jobs.process_or_record(self, delivery_id))
         else:
             self.dispatcher = _NoDispatch()
         self._source_cache: object | None = None

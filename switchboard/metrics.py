@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,29 @@ WAKE_LATENCY_SECONDS = Histogram("switchboard_delivery_to_wake_seconds",
                                  buckets=_LATENCY_BUCKETS)
 VAULT_FETCHES = Counter("switchboard_vault_fetches_total", "secret_fetch calls that returned a value.")
 
+_forward: Callable[[str, tuple[Any, ...]], None] | None = None
+
+
+def forward_to(send: Callable[[str, tuple[Any, ...]], None] | None) -> None:
+    """Send processing's observations (:func:`delivery_outcome`, :func:`processing_observed`,
+    :func:`wake_published`) to ``send(name, args)`` instead of counting them here: embedded
+    mode's processing process (:mod:`switchboard.queue.child`) forwards them to ``serve``, whose
+    ``/metrics`` shows them, and ``serve`` replays them with :func:`observe`."""
+    global _forward
+    _forward = send
+
+
+def observe(name: str, args: tuple[Any, ...]) -> None:
+    """Count a forwarded observation (``name`` one of the three functions above).
+
+    Raises:
+        ValueError: ``name`` is not one of them.
+    """
+    if name not in _FORWARDED:
+        raise ValueError(f"not a forwarded metric: {name!r}")
+    _FORWARDED[name](*args)
+
+
 _providers: dict[str, str] = {}  # source id -> provider, for refusals (which know only the id)
 _HTTP_REFUSALS = {401: "unverified", 413: "too_large", 400: "malformed"}
 
@@ -64,6 +87,9 @@ _HTTP_REFUSALS = {401: "unverified", 413: "too_large", 400: "malformed"}
 
 def delivery_outcome(provider: str, outcome: str) -> None:
     """Count one delivery with ``outcome`` (one of :data:`OUTCOMES`)."""
+    if _forward is not None:
+        _forward("delivery_outcome", (provider, outcome))
+        return
     DELIVERIES.labels(provider=provider, outcome=outcome).inc()
 
 
@@ -111,15 +137,27 @@ def delivery_refused(hub: Hub, source_id: str, status: int, reason: str) -> None
 def processing_observed(seconds: float, count: int) -> None:
     """Observe ``count`` deliveries processed in one batch that took ``seconds`` (each waited
     for the whole batch) in ``switchboard_processing_seconds``."""
+    if _forward is not None:
+        _forward("processing_observed", (seconds, count))
+        return
     for _ in range(count):
         PROCESSING_SECONDS.observe(seconds)
 
 
 def wake_published(received_at: datetime, now: datetime) -> None:
     """Observe delivery → wake time (``received_at`` and ``now`` are aware UTC datetimes)."""
+    if _forward is not None:
+        _forward("wake_published", (received_at, now))
+        return
     if received_at.tzinfo is None:
         received_at = received_at.replace(tzinfo=UTC)
     WAKE_LATENCY_SECONDS.observe(max(0.0, (now - received_at).total_seconds()))
+
+
+_FORWARDED: dict[str, Callable[..., None]] = {
+    "delivery_outcome": delivery_outcome, "processing_observed": processing_observed,
+    "wake_published": wake_published,
+}
 
 
 def vault_fetched() -> None:

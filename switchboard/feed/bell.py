@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -28,6 +29,9 @@ class FeedBell:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.forward: Callable[[], None] | None = None
+        """Set in embedded mode's processing process (:mod:`switchboard.queue.child`): a ring is
+        sent to the serving process, whose streams wait on its bell."""
 
     def register(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Event]:
         """A waiter on the running loop; pair with :meth:`unregister`."""
@@ -43,6 +47,8 @@ class FeedBell:
 
     def ring(self) -> int:
         """Set every waiter's event; returns how many were rung."""
+        if self.forward is not None:
+            self.forward()
         with self._lock:
             waiters = list(self._waiters)
         for loop, evt in waiters:

@@ -1,0 +1,261 @@
+"""Embedded mode's processing process: deliveries processed beside ``serve``, not inside it.
+
+Issue 11: in embedded mode (SQLite, no Redis) the receiver, its delivery writer and processing
+shared one interpreter lock, so processing took its time out of the acks (517 acked/s and
+375 processed/s, against 1,009 acked/s when processing ran elsewhere). With
+``SWITCHBOARD_PROCESSING=process`` (the default of ``serve``) ``serve`` starts one child process
+that runs :func:`switchboard.queue.jobs.process_batch` with its own hub and interpreter lock.
+
+The contract is the one of :class:`~switchboard.queue.dispatcher.InlineDispatcher`:
+
+- ``submit(delivery_id)`` only queues the id in memory (no I/O: the delivery writer calls it
+  after its commit); a sender thread writes the waiting ids to the child's pipe as one list.
+- The child takes every list waiting (up to :data:`BATCH` ids) into one write transaction, and
+  one at a time after a batch fails (the failure is recorded on the row).
+- What processing publishes comes back on a second pipe and is published by ``serve``: wakes
+  to its attached sessions, inbox rings and stream nudges (:class:`ForwardingBroker`), feed bell
+  rings, and the metrics processing observes. Each is sent after its transaction commits.
+- Nothing acknowledged is lost: the database is the record. Ids in a pipe when the child dies
+  are deliveries still ``received``, which the sweeper hands over again; a child that dies is
+  restarted (after :data:`RESTART_SECONDS`), and the child exits when ``serve`` goes (its pipe
+  closes).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import queue as stdqueue
+import signal
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from switchboard.queue.dispatcher import drain
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from switchboard.config import Settings
+    from switchboard.notify.broker import Broker
+
+log = logging.getLogger(__name__)
+
+BATCH = 16
+"""Deliveries per processing transaction at most (the receiver's writer waits for the lock
+meanwhile: about 0.3 ms per delivery)."""
+RESTART_SECONDS = 1.0
+"""Wait before starting a new child after one died."""
+
+
+class ForwardingBroker:
+    """The child's broker: every publish becomes a message to ``serve`` (which holds the streams)."""
+
+    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
+        self._send = send
+
+    def publish_wake(self, wake: Any) -> None:
+        """Send ``wake`` (a :class:`~switchboard.notify.wakes.Wake`) to ``serve``."""
+        self._send(("wake", wake.to_dict()))
+
+    def publish_inbox(self, agent_id: str) -> None:
+        """Ask ``serve`` to ring the ``inbox_wait`` calls of ``agent_id``."""
+        self._send(("inbox", agent_id))
+
+    def publish_event(self, agent_id: str, session_id: str | None) -> None:
+        """Ask ``serve`` to nudge the stream of ``session_id`` (any of the agent's for ``None``)."""
+        self._send(("event", agent_id, session_id))
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+def child_main(settings: Settings, inbox: Connection, outbox: Connection) -> None:
+    """The child process: process the id lists read from ``inbox`` until it closes or sends ``None``.
+
+    Args:
+        settings: the serving process's settings (same database and vault key ring).
+        inbox: lists of delivery ids from ``serve``; ``None`` asks the child to stop.
+        outbox: messages for ``serve`` (see :meth:`ProcessDispatcher._apply`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: serve stops us
+    from switchboard import logs, metrics
+    from switchboard.feed import bell
+    from switchboard.hub import Hub
+    from switchboard.log_redaction import install
+    from switchboard.queue import jobs
+
+    logs.configure(settings.log_level, settings.log_format)
+    install()  # as in serve: no payloads or credentials in any log (issue 13 item 6)
+    send_lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with send_lock:
+            try:
+                outbox.send(message)
+            except (OSError, ValueError):  # serve is gone; the records are in the database
+                pass
+
+    metrics.forward_to(lambda name, args: send(("metric", name, args)))
+    bell.BELL.forward = lambda: send(("bell",))
+    hub = Hub(settings, role="worker")
+    hub.broker = ForwardingBroker(send)
+    try:
+        while True:
+            try:
+                first = inbox.recv()
+            except (EOFError, OSError):
+                return
+            if first is None:
+                return
+            ids, stop = list(first), False
+            while len(ids) < BATCH and not stop and inbox.poll():
+                try:
+                    more = inbox.recv()
+                except (EOFError, OSError):
+                    stop = True
+                    break
+                if more is None:
+                    stop = True
+                else:
+                    ids.extend(more)
+            for start in range(0, len(ids), BATCH):
+                batch = ids[start:start + BATCH]
+                try:
+                    jobs.process_batch(hub, batch)
+                except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
+                    for delivery_id in batch:
+                        jobs.process_or_record(hub, delivery_id)
+            if stop:
+                return
+    finally:
+        hub.close()
+
+
+class ProcessDispatcher:
+    """Embedded mode with ``SWITCHBOARD_PROCESSING=process``: processing in one child process.
+
+    Args:
+        settings: passed to the child (it builds its own hub from them).
+        broker: the serving process's broker; the child's wakes, inbox rings and nudges are
+            published on it.
+        ring_bell: rings the serving process's feed bell (the child wrote feed events).
+    """
+
+    def __init__(self, settings: Settings, broker: Broker, ring_bell: Callable[[], object]) -> None:
+        self._settings = settings
+        self._broker = broker
+        self._ring_bell = ring_bell
+        self._ids: stdqueue.SimpleQueue[str | None] = stdqueue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._context = mp.get_context("spawn")
+        self._process: Any = None
+        self._to_child: Connection | None = None
+        self.restarts = 0
+        self._start_child()
+        self._sender = threading.Thread(target=self._send_loop, name="switchboard-processing-sender", daemon=True)
+        self._sender.start()
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (``None`` before it started)."""
+        return None if self._process is None else self._process.pid
+
+    def _start_child(self) -> None:
+        to_child_r, to_child_w = self._context.Pipe(duplex=False)
+        from_child_r, from_child_w = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=child_main, args=(self._settings, to_child_r, from_child_w),
+                                        name="switchboard-processing", daemon=True)
+        process.start()
+        to_child_r.close()
+        from_child_w.close()
+        with self._lock:
+            self._process, self._to_child = process, to_child_w
+        threading.Thread(target=self._receive_loop, args=(process, from_child_r),
+                         name="switchboard-processing-receiver", daemon=True).start()
+
+    def submit(self, delivery_id: str) -> None:
+        """Queue a delivery for the child (no I/O; never raises)."""
+        self._ids.put(delivery_id)
+
+    def _send_loop(self) -> None:
+        while True:
+            first = self._ids.get()
+            if first is None:
+                return
+            batch, stop = drain(self._ids, first, 500)
+            with self._lock:
+                pipe = self._to_child
+            try:
+                if pipe is not None:
+                    pipe.send(batch)
+            except (OSError, ValueError):
+                # The child died; these deliveries are 'received' in the database: the sweeper
+                # hands them over to the next child.
+                log.warning("processing process unavailable; %d deliveries wait for the sweeper", len(batch))
+            if stop:
+                return
+
+    def _receive_loop(self, process: Any, pipe: Connection) -> None:
+        while True:
+            try:
+                message = pipe.recv()
+            except (EOFError, OSError):
+                break
+            try:
+                self._apply(message)
+            except Exception:  # noqa: BLE001 - a doorbell lost; the records are in the database
+                log.exception("could not apply a message from the processing process")
+        pipe.close()
+        process.join(timeout=5)
+        if self._closing.is_set():
+            return
+        log.warning("the processing process exited (code %s); starting another", process.exitcode)
+        if self._closing.wait(RESTART_SECONDS):
+            return
+        self.restarts += 1
+        try:
+            self._start_child()
+        except Exception:  # noqa: BLE001 - serve keeps receiving; nothing acknowledged is lost
+            log.exception("could not start the processing process")
+
+    def _apply(self, message: tuple[Any, ...]) -> None:
+        """Publish one message of the child in this process."""
+        kind = message[0]
+        if kind == "wake":
+            from switchboard.notify.wakes import Wake
+
+            self._broker.publish_wake(Wake.from_dict(message[1]))
+        elif kind == "inbox":
+            self._broker.publish_inbox(message[1])
+        elif kind == "event":
+            self._broker.publish_event(message[1], message[2])
+        elif kind == "bell":
+            self._ring_bell()
+        elif kind == "metric":
+            from switchboard import metrics
+
+            metrics.observe(message[1], tuple(message[2]))
+        else:
+            log.warning("ignored a message of kind %r from the processing process", kind)
+
+    def close(self) -> None:
+        """Send what is queued, let the child finish it, then stop the child."""
+        self._closing.set()
+        self._ids.put(None)
+        self._sender.join(timeout=10)
+        with self._lock:
+            pipe, process = self._to_child, self._process
+        if pipe is not None:
+            try:
+                pipe.send(None)
+            except (OSError, ValueError):
+                pass
+            pipe.close()
+        if process is not None:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+
