@@ -66,7 +66,8 @@ class Hub:
                 from switchboard.feed.bell import BELL
                 from switchboard.queue.child import ProcessDispatcher
 
-                self.dispatcher = ProcessDispatcher(settings, self.broker, BELL.ring)
+                self.dispatcher = ProcessDispatcher(type(self), settings, self.broker, BELL.ring,
+                                                    on_restart=lambda: jobs.sweep(self, 0))
             else:
                 self.dispatcher = InlineDispatcher(lambda ids: jobs.process_batch(self, ids),
                                                    lambda delivery_id: jobs.process_or_record(self, delivery_id))

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
     from switchboard.config import Settings
+    from switchboard.hub import Hub
     from switchboard.notify.broker import Broker
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,11 @@ class ForwardingBroker:
         """Nothing to stop."""
 
 
-def child_main(settings: Settings, inbox: Connection, outbox: Connection) -> None:
+def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connection, outbox: Connection) -> None:
     """The child process: process the id lists read from ``inbox`` until it closes or sends ``None``.
 
     Args:
+        make_hub: the :class:`~switchboard.hub.Hub` class (passed in: the hub composes this module).
         settings: the serving process's settings (same database and vault key ring).
         inbox: lists of delivery ids from ``serve``; ``None`` asks the child to stop.
         outbox: messages for ``serve`` (see :meth:`ProcessDispatcher._apply`).
@@ -81,7 +83,6 @@ def child_main(settings: Settings, inbox: Connection, outbox: Connection) -> Non
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: serve stops us
     from switchboard import logs, metrics
     from switchboard.feed import bell
-    from switchboard.hub import Hub
     from switchboard.log_redaction import install
     from switchboard.queue import jobs
 
@@ -98,8 +99,12 @@ def child_main(settings: Settings, inbox: Connection, outbox: Connection) -> Non
 
     metrics.forward_to(lambda name, args: send(("metric", name, args)))
     bell.BELL.forward = lambda: send(("bell",))
-    hub = Hub(settings, role="worker")
+    hub = make_hub(settings, role="worker")
     hub.broker = ForwardingBroker(send)
+    from switchboard.intake.screening import warm_up
+
+    warm_up()  # the rules are built before the first delivery is taken (about 1 s)
+    send(("ready",))
     try:
         while True:
             try:
@@ -136,19 +141,27 @@ class ProcessDispatcher:
     """Embedded mode with ``SWITCHBOARD_PROCESSING=process``: processing in one child process.
 
     Args:
-        settings: passed to the child (it builds its own hub from them).
+        make_hub: the :class:`~switchboard.hub.Hub` class; the child builds its own hub with it.
+        settings: passed to the child.
         broker: the serving process's broker; the child's wakes, inbox rings and nudges are
             published on it.
         ring_bell: rings the serving process's feed bell (the child wrote feed events).
+        on_restart: called (in a background thread) once a new child is ready after one died:
+            the hub sweeps every delivery still ``received`` to it, so the ids lost with the
+            old child's pipe do not wait for the sweeper's grace period.
     """
 
-    def __init__(self, settings: Settings, broker: Broker, ring_bell: Callable[[], object]) -> None:
+    def __init__(self, make_hub: Callable[..., Hub], settings: Settings, broker: Broker,
+                 ring_bell: Callable[[], object], on_restart: Callable[[], object] | None = None) -> None:
+        self._make_hub = make_hub
+        self._on_restart = on_restart
         self._settings = settings
         self._broker = broker
         self._ring_bell = ring_bell
         self._ids: stdqueue.SimpleQueue[str | None] = stdqueue.SimpleQueue()
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._ready = threading.Event()
         self._context = mp.get_context("spawn")
         self._process: Any = None
         self._to_child: Connection | None = None
@@ -165,7 +178,7 @@ class ProcessDispatcher:
     def _start_child(self) -> None:
         to_child_r, to_child_w = self._context.Pipe(duplex=False)
         from_child_r, from_child_w = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=child_main, args=(self._settings, to_child_r, from_child_w),
+        process = self._context.Process(target=child_main, args=(self._make_hub, self._settings, to_child_r, from_child_w),
                                         name="switchboard-processing", daemon=True)
         process.start()
         to_child_r.close()
@@ -174,6 +187,15 @@ class ProcessDispatcher:
             self._process, self._to_child = process, to_child_w
         threading.Thread(target=self._receive_loop, args=(process, from_child_r),
                          name="switchboard-processing-receiver", daemon=True).start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until the child has built its hub and intake rules (``serve`` waits for this
+        before it listens, so the first delivery is not processed by a cold child).
+
+        Returns:
+            False when ``timeout`` seconds passed first (serve starts anyway).
+        """
+        return self._ready.wait(timeout)
 
     def submit(self, delivery_id: str) -> None:
         """Queue a delivery for the child (no I/O; never raises)."""
@@ -205,7 +227,7 @@ class ProcessDispatcher:
                 break
             try:
                 self._apply(message)
-            except Exception:  # noqa: BLE001 - a doorbell lost; the records are in the database
+            except Exception:  # a doorbell lost; the records are in the database
                 log.exception("could not apply a message from the processing process")
         pipe.close()
         process.join(timeout=5)
@@ -215,10 +237,17 @@ class ProcessDispatcher:
         if self._closing.wait(RESTART_SECONDS):
             return
         self.restarts += 1
+        self._ready.clear()
         try:
             self._start_child()
         except Exception:  # noqa: BLE001 - serve keeps receiving; nothing acknowledged is lost
             log.exception("could not start the processing process")
+            return
+        if self._on_restart is not None and self._ready.wait(60):
+            try:
+                self._on_restart()
+            except Exception:  # noqa: BLE001 - the sweeper's next pass does it
+                log.exception("could not re-send the deliveries waiting for processing")
 
     def _apply(self, message: tuple[Any, ...]) -> None:
         """Publish one message of the child in this process."""
@@ -231,6 +260,8 @@ class ProcessDispatcher:
             self._broker.publish_inbox(message[1])
         elif kind == "event":
             self._broker.publish_event(message[1], message[2])
+        elif kind == "ready":
+            self._ready.set()
         elif kind == "bell":
             self._ring_bell()
         elif kind == "metric":

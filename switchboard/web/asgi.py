@@ -45,6 +45,8 @@ from switchboard.web.revocation_watch import RevocationWatch
 
 log = logging.getLogger(__name__)
 SWITCH_INTERVAL_SECONDS = 0.001
+CHILD_READY_SECONDS = 30
+"""How long start-up waits for embedded mode's processing process (``SWITCHBOARD_PROCESSING``)."""
 
 
 class RequireAgent:
@@ -108,6 +110,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         # CPU-bound thread keeps it for up to the switch interval (5 ms by default) whenever the
         # loop wants it back. 1 ms keeps the loop's waits short (issue 11: health p99 <= 50 ms).
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+        wait_ready = getattr(hub.dispatcher, "wait_ready", None)
+        if wait_ready is not None and not await anyio.to_thread.run_sync(wait_ready, CHILD_READY_SECONDS):
+            log.warning("the processing process is not ready after %d s; serving anyway", CHILD_READY_SECONDS)
         hub.start_sweeper()
         async with session_manager.run(), anyio.create_task_group() as tasks:
             tasks.start_soon(watch.run)
