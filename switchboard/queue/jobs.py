@@ -120,11 +120,12 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     with hub.db.write() as session:
         cache = _directory_cache(hub, session)
         picker = sessions.Picker(session, hub.clock)
+        rows = _load_batch(hub, session, [item.delivery_id for item in prepared if item is not None])
         for item in prepared:
             if item is None:
                 statuses.append(None)
                 continue
-            status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for)
+            status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for, rows)
             statuses.append(status)
             if wake is not None:
                 wakes.append((wake, received_at))
@@ -205,6 +206,31 @@ def _directory_cache(hub: Hub, session: Session) -> DirectoryCache:
     return cache
 
 
+@dataclass
+class _Batch:
+    """The batch's deliveries and their sources, loaded once in the write transaction and held
+    here: the session's identity map keeps rows only while something refers to them, so a
+    ``session.get`` per delivery read the same source again every time (issue 11)."""
+
+    deliveries: dict[str, Delivery]
+    sources: dict[str, Source]
+
+
+def _load_batch(hub: Hub, session: Session, delivery_ids: list[str]) -> _Batch:
+    """Lock and load the batch's deliveries (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: one a
+    concurrent worker holds is skipped, as before) and their sources: two statements."""
+    if not delivery_ids:
+        return _Batch({}, {})
+    # The body was read and parsed by _prepare: not loaded (nor unsealed) again here.
+    query = select(Delivery).where(Delivery.id.in_(delivery_ids)).options(defer(Delivery.raw_body))  # type: ignore[attr-defined,arg-type]
+    if not hub.db.is_sqlite:
+        query = query.with_for_update(skip_locked=True)
+    deliveries = {d.id: d for d in session.execute(query).scalars()}
+    wanted = {d.source_id for d in deliveries.values()}
+    sources = {src.id: src for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()}  # type: ignore[attr-defined]
+    return _Batch(deliveries, sources)
+
+
 def _apply(
     hub: Hub,
     session: Session,
@@ -212,6 +238,7 @@ def _apply(
     cache: DirectoryCache,
     picker: sessions.Picker,
     decided_for: list[str],
+    batch: _Batch,
 ) -> tuple[str | None, Wake | None, Any]:
     """The database half of processing, in the caller's write transaction.
 
@@ -221,15 +248,10 @@ def _apply(
     Returns:
         ``(new status or None, the wake to publish or None, the delivery's received_at)``.
     """
-    # The body was read and parsed by _prepare: not loaded (nor unsealed) again here.
-    query = select(Delivery).where(Delivery.id == item.delivery_id).options(defer(Delivery.raw_body))  # type: ignore[arg-type]
-    if not hub.db.is_sqlite:
-        query = query.with_for_update(skip_locked=True)
-    delivery = session.execute(query).scalars().first()
+    delivery = batch.deliveries.get(item.delivery_id)
     if delivery is None or delivery.status != "received":
         return None, None, None
-    source = session.get(Source, delivery.source_id)
-    assert source is not None
+    source = batch.sources[delivery.source_id]
     project_id = delivery.project_id
     now = hub.clock.now()
     delivery.processed_at = now
