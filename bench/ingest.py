@@ -1,7 +1,7 @@
 """Ingest benchmark (DESIGN.md §8): verified deliveries acked per second, next to baselines.
 
-Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (inline jobs: the
-deliveries are processed into todos while the load runs), a bare Flask endpoint returning 202
+Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (embedded: the
+deliveries are processed into todos by its processing process while the load runs), a bare Flask endpoint returning 202
 (through a2wsgi on uvicorn, as the hub mounts Flask) and a bare async route returning 202. Then
 sends, over keep-alive connections, a bounded number of:
 
@@ -10,8 +10,9 @@ sends, over keep-alive connections, a bounded number of:
 
 and prints requests/s and p50/p99 ack latency for each, with the ratio to the baselines.
 
-The embedded hub processes every delivery into a todo in its own inline worker while the load
-runs, and that worker shares SQLite's single writer with the receiver. To show the receiver's
+The embedded hub processes every delivery into a todo in its processing process (a child of
+``serve`` with its own interpreter lock, ``SWITCHBOARD_PROCESSING=process``) while the load
+runs, and that process shares SQLite's single writer with the receiver. To show the receiver's
 own cost as well, a second hub on its own SQLite file hands jobs to a local ``redis-server``
 with no worker running ("ack path only"); it is skipped when ``redis-server`` is missing.
 

@@ -1,8 +1,8 @@
 """Wake-latency and memory benchmark (issue 11, DESIGN.md §8): delivery → wake at load, and RSS
 over a sustained load.
 
-Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (embedded: inline
-processing), and with ``--rq`` a second one handing jobs to a local ``redis-server`` with one
+Starts, on loopback, ``switchboard serve`` on a fresh SQLite instance (embedded: processing in
+its child process, ``SWITCHBOARD_PROCESSING=process``), and with ``--rq`` a second one handing jobs to a local ``redis-server`` with one
 ``switchboard worker`` (``--workers N``). An agent with work on the project attaches its stream
 (``GET /api/v1/agent/stream``, what the channel adapter reads) before the load starts. Then, for
 each hub:
@@ -12,7 +12,7 @@ each hub:
   delivery, the seconds from writing the request to reading its wake on the stream (matched by
   the issue number in the wake's text). Prints p50/p99 and how many wakes arrived.
 - **memory** (``--soak SECONDS``): the same deliveries paced at ``--rate`` for that long, with
-  the serve process's RSS sampled every 10 s; prints the first (after warm-up), last and peak
+  the RSS of the serve process and its children (the processing process) sampled every 10 s; prints the first (after warm-up), last and peak
   RSS and last / first (goal: within ±10 %).
 
 Usage::
@@ -62,10 +62,18 @@ def _token(home: Path) -> str:
 
 
 def _rss_kib(pid: int) -> int:
+    """RSS of ``pid`` and its descendants (embedded mode's processing process, issue 11), KiB."""
+    total = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+            total += int(line.split()[1])
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    for child in children.read_text().split() if children.exists() else []:
+        try:
+            total += _rss_kib(int(child))
+        except OSError:  # it exited meanwhile
+            pass
+    return total
 
 
 class Stream:
@@ -213,7 +221,7 @@ def main() -> None:
                 _start([exe, "serve", "--port", str(port)], {**env, "SWITCHBOARD_HOME": str(home)}, port)
             )
             hubs.append(
-                ("embedded (SQLite, inline processing)", port, procs[-1].pid, _token(home), f"/hooks/{gh}")
+                ("embedded (SQLite, processing process)", port, procs[-1].pid, _token(home), f"/hooks/{gh}")
             )
             redis = shutil.which("redis-server")
             if args.rq and redis:
