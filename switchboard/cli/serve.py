@@ -56,7 +56,7 @@ def serve(host: str | None, port: int | None) -> None:
             redis.Redis.from_url(settings.redis_url).ping()
     _announce(settings, f"switchboard {__version__} on http://{settings.host}:{settings.port} "
               f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
-              f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else 'inline jobs'})")
+              f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else _embedded(settings)})")
     _print_source_urls(settings)
     # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
     # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
@@ -110,6 +110,11 @@ def worker(burst: bool) -> None:
              "`serve` processes deliveries in its own thread", 2)
     with clear_errors():
         run_worker(settings, burst=burst)
+
+
+def _embedded(settings: Settings) -> str:
+    """How embedded mode processes deliveries, for the start-up line."""
+    return "jobs in a processing process" if settings.processing == "process" else "inline jobs"
 
 
 def _print_source_urls(settings: Settings) -> None:
