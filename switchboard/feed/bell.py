@@ -63,6 +63,13 @@ BELL = FeedBell()
 _marks = threading.local()
 
 
+def mark_feed_write() -> None:
+    """Note that this thread's transaction wrote a feed event (the bell rings after its commit).
+    Statements run on the DBAPI cursor directly (:mod:`switchboard.prepared`) call this; the
+    engine's own statements are noticed by the listener below."""
+    _marks.feed = True
+
+
 @event.listens_for(sa.Engine, "after_cursor_execute")
 def _mark_feed_write(conn: sa.Connection, cursor: object, statement: str, *args: object) -> None:
     if statement[:40].upper().startswith("INSERT INTO FEED_EVENTS"):

@@ -14,6 +14,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.models import FeedEvent
+from switchboard.prepared import Prepared
 
 KINDS = (
     "delivery.received", "delivery.rejected", "delivery.quarantined", "delivery.released",
@@ -70,13 +71,15 @@ def record(session: Session, clock: Clock, project_id: str, kind: str, title: st
     """
     if kind not in KINDS:
         raise ValueError(f"unknown feed event kind {kind!r}")
-    session.connection().execute(_RECORD, {"project_id": project_id, "kind": kind, "title": title,
-                                           "subject_id": subject_id, "data": data, "created_at": clock.now(),
-                                           "origin_key": origin_key})
+    _RECORD.run(session, {"project_id": project_id, "kind": kind, "title": title, "subject_id": subject_id,
+                          "data": data, "created_at": clock.now(), "origin_key": origin_key})
 
 
 FEED = FeedEvent.__table__  # type: ignore[attr-defined]
-_RECORD = insert(FEED)  # built once; compiled once per parameter shape
+_RECORD_COLUMNS = ("project_id", "kind", "title", "subject_id", "data", "created_at", "origin_key")
+# Compiled once per dialect, run on the DBAPI cursor (issue 11); the id is the column's default.
+_RECORD = Prepared(insert(FEED).values({c: sa.bindparam(c, type_=FEED.c[c].type) for c in _RECORD_COLUMNS}),
+                   writes_feed=True)
 
 #: PostgreSQL: the smallest feed position a transaction still running (or starting later) can
 #: write; migration 0014 makes every new id ``(transaction id << 16) | n``.

@@ -33,6 +33,7 @@ from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo, in_state
 from switchboard.models.base import new_id
+from switchboard.prepared import Prepared
 from switchboard.queue.todos import claim_view, readable, require_work, row
 from switchboard.scope import resolve_projects
 
@@ -127,7 +128,7 @@ def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool, sql_now: 
         else:
             stmt = stmt.values(lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
                                updated_at=bindparam("b_now", type_=TODOS.c.updated_at.type))
-        _STATEMENTS[key] = stmt
+        _STATEMENTS[key] = stmt = Prepared(stmt, TODOS.c, None if by_id else "b_projects")
     return stmt
 
 
@@ -153,12 +154,12 @@ def _complete_statement(fence: str, sql_now: bool = False) -> Any:
             stmt = stmt.where(TODOS.c.lease_session == bindparam("b_session"))
         else:
             stmt = stmt.where(TODOS.c.lease_session.is_(None))
-        _STATEMENTS[key] = stmt
+        _STATEMENTS[key] = stmt = Prepared(stmt, TODOS.c, "b_projects")
     return stmt
 
 
-_INSERT_ATTEMPT = insert(ATTEMPTS)
-_END_ATTEMPT = (
+_INSERT_ATTEMPT = Prepared(insert(ATTEMPTS).values({c.name: bindparam(c.name, type_=c.type) for c in ATTEMPTS.c}))
+_END_ATTEMPT = Prepared(
     update(ATTEMPTS)
     .where(ATTEMPTS.c.todo_id == bindparam("b_todo"), ATTEMPTS.c.number == bindparam("b_number"))
     .values(ended_at=bindparam("b_ended", type_=ATTEMPTS.c.ended_at.type), outcome=bindparam("b_outcome"))
@@ -234,9 +235,8 @@ def claim(
         if queue is not None:
             params["b_queue"] = queue
     # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
-    conn = session.connection()
-    claimed = conn.execute(_claim_statement(todo_id is not None, queue is not None, is_postgres, sql_now),
-                           params).mappings().first()
+    found = _claim_statement(todo_id is not None, queue is not None, is_postgres, sql_now).run(session, params)
+    claimed = found[0] if found else None
     if claimed is None:
         if todo_id is None:
             return {"empty": True}
@@ -244,9 +244,9 @@ def claim(
     todo = SimpleNamespace(**claimed)
     now, expires = todo.updated_at, todo.lease_expires_at
     number = todo.attempt_count
-    conn.execute(_INSERT_ATTEMPT, {"id": new_id("att"), "todo_id": todo.id, "number": number, "agent_id": agent_id,
-                                   "claimed_at": now, "lease_expires_at": expires, "ended_at": None,
-                                   "outcome": None, "summary": None})
+    _INSERT_ATTEMPT.run(session, {"id": new_id("att"), "todo_id": todo.id, "number": number, "agent_id": agent_id,
+                                  "claimed_at": now, "lease_expires_at": expires, "ended_at": None,
+                                  "outcome": None, "summary": None})
     feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
                 data={"agent_id": agent_id, "attempt": number})
     return {"todo": row(todo, with_payload=True), "lease_token": token, "lease_expires_at": iso(expires),  # type: ignore[arg-type]
@@ -339,16 +339,16 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         fence = "no_session"
     else:
         fence, params["b_session"] = "session", session_key
-    conn = session.connection()
-    done = conn.execute(_complete_statement(fence, sql_now), params).mappings().first() if work else None
+    found = _complete_statement(fence, sql_now).run(session, params) if work else []
+    done = found[0] if found else None
     if done is None:
         # Raises the precise error (_held reads the lease clock itself on the sql_now path).
         _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, params.get("b_now"))
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
     now = todo.updated_at
-    conn.execute(_END_ATTEMPT, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now,
-                                "b_outcome": "completed"})
+    _END_ATTEMPT.run(session, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now,
+                               "b_outcome": "completed"})
     feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
                 data={"agent_id": agent_id, "attempt": todo.attempt_count})
     return row(todo)  # type: ignore[arg-type]

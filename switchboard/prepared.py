@@ -1,0 +1,153 @@
+"""Prepared hot statements: a Core statement compiled once per dialect, run on the DBAPI cursor.
+
+Issue 11: a claim and a complete are three statements each, and with 8 claimer processes on
+SQLite the time each transaction holds the one write lock is the ceiling. About two thirds of
+a statement's time was SQLAlchemy's per-execution bookkeeping (compiled-cache key, parameter
+construction and post-compile expansion, the execution context and result objects), not the
+database. A :class:`Prepared` keeps what does not change between calls:
+
+- the SQL text SQLAlchemy compiles for the dialect (once; an expanding ``IN`` list once per
+  length, from the same compiled text),
+- each bound parameter's fixed value (literals such as ``state = 'claimed'``) and the type's
+  bind processor for the dialect (UTC times, JSON),
+- the result processors of the ``RETURNING`` columns,
+
+and runs on the session's own DBAPI connection, inside its transaction. The SQL and the value
+conversions are SQLAlchemy's own, so a row written or read here is the row the ORM would write
+or read (``tests/queue/test_prepared.py`` compares them on SQLite and PostgreSQL).
+
+The processors are read with ``TypeEngine._cached_bind_processor`` / ``_cached_result_processor``,
+the calls SQLAlchemy's own execution makes (SQLAlchemy is pinned, ``pyproject.toml``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session
+
+from switchboard.feed import bell
+
+_POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+class _Compiled:
+    """One statement compiled for one dialect and one length of its expanding list."""
+
+    def __init__(self, stmt: Any, dialect: sa.Dialect, expanding: str | None, length: int,
+                 returning: Sequence[sa.Column[Any]]) -> None:
+        compiled = stmt.compile(dialect=dialect)
+        binds = compiled.binds
+        sql = compiled.string
+        positional = bool(compiled.positional)
+        self.expanded = [f"{expanding}_{i + 1}" for i in range(length)] if expanding else []
+        if expanding is not None:
+            marks = ", ".join("?" if positional else f"%({name})s" for name in self.expanded)
+            sql = _POSTCOMPILE.sub(lambda m: marks if m.group(1) == expanding else m.group(0), sql)
+        if "__[POSTCOMPILE_" in sql:
+            raise ValueError("only the one named expanding parameter is supported")
+        if positional:
+            order: list[str] = []
+            for name in compiled.positiontup or []:
+                order.extend(self.expanded if name == expanding else [name])
+        else:
+            order = list(dict.fromkeys(_NAMED.findall(sql)))
+        self.sql = sql
+        self.positional = positional
+        self.order = order
+        self.fixed: dict[str, Any] = {}
+        self.processors: dict[str, Callable[[Any], Any]] = {}
+        for name in order:
+            source = binds.get(expanding if name in self.expanded else name)
+            if source is None:
+                continue
+            if not source.required and name not in self.expanded:
+                self.fixed[name] = source.effective_value
+            processor = source.type._cached_bind_processor(dialect)  # noqa: SLF001 - as SQLAlchemy's execution
+            if processor is not None:
+                self.processors[name] = processor
+        self.columns = [c.name for c in returning]
+        self.results = [c.type._cached_result_processor(dialect, None) for c in returning]  # noqa: SLF001
+
+    def parameters(self, params: Mapping[str, Any], expanding: str | None) -> Any:
+        values = dict(self.fixed)
+        values.update(params)
+        if expanding is not None:
+            values.update(zip(self.expanded, values.pop(expanding), strict=True))
+        for name, processor in self.processors.items():
+            values[name] = processor(values[name])
+        if self.positional:
+            return tuple(values[name] for name in self.order)
+        return {name: values[name] for name in self.order}
+
+
+class Prepared:
+    """A hot statement: compiled once per dialect, executed on the session's DBAPI cursor.
+
+    Args:
+        stmt: the Core statement (bound parameters by name, at most one ``expanding`` one).
+        returning: the columns of its ``RETURNING`` clause, in order (empty for none).
+        expanding: the name of its expanding ``IN`` parameter, if any (a list when run).
+        writes_feed: it inserts into ``feed_events``: the feed bell rings after the commit, as
+            for the ORM's statements (:mod:`switchboard.feed.bell`).
+    """
+
+    def __init__(self, stmt: Any, returning: Sequence[sa.Column[Any]] = (), expanding: str | None = None,
+                 writes_feed: bool = False) -> None:
+        self.stmt = stmt
+        self.returning = list(returning)
+        self.expanding = expanding
+        self.writes_feed = writes_feed
+        self._compiled: dict[tuple[str, int], _Compiled] = {}
+        self._lock = threading.Lock()
+
+    def _for(self, dialect: sa.Dialect, length: int) -> _Compiled:
+        key = (dialect.name, length)
+        found = self._compiled.get(key)
+        if found is None:
+            with self._lock:
+                found = self._compiled.get(key)
+                if found is None:
+                    found = self._compiled[key] = _Compiled(self.stmt, dialect, self.expanding, length,
+                                                            self.returning)
+        return found
+
+    def run(self, session: Session, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Execute once in ``session``'s transaction.
+
+        Args:
+            params: values by parameter name; the expanding one as a non-empty list.
+
+        Returns:
+            The ``RETURNING`` rows as dicts (column name to value, converted as the ORM would);
+            ``[]`` without ``RETURNING``.
+
+        Raises:
+            The driver's errors, as SQLAlchemy would raise them (wrapped in its ``DBAPIError``s).
+        """
+        conn = session.connection()
+        length = len(params[self.expanding]) if self.expanding is not None else 0
+        compiled = self._for(conn.dialect, length)
+        values = compiled.parameters(params, self.expanding)
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            try:
+                cursor.execute(compiled.sql, values)
+            except Exception as exc:
+                raise sa.exc.DBAPIError.instance(compiled.sql, values, exc, conn.dialect.loaded_dbapi.Error,
+                                                 dialect=conn.dialect) from exc
+            if self.writes_feed:
+                bell.mark_feed_write()
+            if not compiled.columns:
+                return []
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+        names, results = compiled.columns, compiled.results
+        return [{name: (value if proc is None else proc(value)) for name, proc, value in zip(names, results, row, strict=True)}
+                for row in rows]

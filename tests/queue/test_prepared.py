@@ -1,0 +1,105 @@
+"""Prepared hot statements (issue 11, ``switchboard/prepared.py``) write and read exactly what the
+ORM writes and reads, on SQLite and PostgreSQL: times as aware UTC, JSON (and JSON null), an
+expanding ``IN`` list of any length, driver errors as SQLAlchemy's, and the feed bell."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import bindparam, insert, select, update
+
+from switchboard.feed import bell
+from switchboard.feed import events as feed
+from switchboard.hub import Hub
+from switchboard.models import FeedEvent, Todo
+from switchboard.models.base import new_id
+from switchboard.prepared import Prepared
+
+TODOS = Todo.__table__  # type: ignore[attr-defined]
+WHEN = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
+
+_INSERT = Prepared(insert(TODOS).values({c: bindparam(c, type_=TODOS.c[c].type) for c in (
+    "id", "project_id", "queue", "state", "kind", "title", "payload", "priority", "attempt_count",
+    "failure_count", "max_attempts", "ring_count", "created_at", "updated_at")}))
+_TOUCH = Prepared(
+    update(TODOS).where(TODOS.c.id.in_(bindparam("ids", expanding=True)), TODOS.c.state == "pending")
+    .values(priority=TODOS.c.priority + 1, updated_at=bindparam("now", type_=TODOS.c.updated_at.type))
+    .returning(*TODOS.c), TODOS.c, "ids")
+
+
+def _project(hub: Hub) -> str:
+    with hub.db.read() as s:
+        return str(s.execute(sa.text("SELECT id FROM projects")).scalar_one())
+
+
+def _insert(hub: Hub, project_id: str, payload: object) -> str:
+    todo_id = new_id("td")
+    with hub.db.write() as s:
+        _INSERT.run(s, {"id": todo_id, "project_id": project_id, "queue": "q", "state": "pending", "kind": "k",
+                        "title": "t", "payload": payload, "priority": 0, "attempt_count": 0, "failure_count": 0,
+                        "max_attempts": 5, "ring_count": 0, "created_at": WHEN, "updated_at": WHEN})
+    return todo_id
+
+
+def test_rows_written_read_back_as_the_orm_does(hub: Hub) -> None:
+    project_id = _project(hub)
+    with_payload = _insert(hub, project_id, {"a": [1, "ü"], "b": None})
+    without = _insert(hub, project_id, None)
+    with hub.db.read() as s:
+        a, b = s.get(Todo, with_payload), s.get(Todo, without)
+        assert a is not None and b is not None
+        assert a.payload == {"a": [1, "ü"], "b": None} and a.created_at == WHEN
+        assert b.payload is None
+        # Stored as the ORM stores None in this JSON column (JSON null), on both databases.
+        orm_id = new_id("td")
+        s.add(Todo(id=orm_id, project_id=project_id, queue="q", kind="k", title="t", created_at=WHEN, updated_at=WHEN))
+        s.flush()
+        raw = s.execute(select(TODOS.c.id, sa.cast(TODOS.c.payload, sa.String)).where(
+            TODOS.c.id.in_([without, orm_id]))).all()
+        assert len({value for _, value in raw}) == 1
+        s.rollback()
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_an_expanding_list_of_any_length_and_returning(hub: Hub, count: int) -> None:
+    project_id = _project(hub)
+    ids = [_insert(hub, project_id, {"n": i}) for i in range(count)]
+    later = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    with hub.db.write() as s:
+        rows = _TOUCH.run(s, {"ids": ids, "now": later})
+    assert sorted(r["id"] for r in rows) == sorted(ids)
+    for r in rows:
+        assert r["priority"] == 1 and r["updated_at"] == later and r["created_at"] == WHEN
+        assert r["payload"] == {"n": ids.index(r["id"])}
+    with hub.db.read() as s:
+        assert [t.updated_at for t in s.execute(select(Todo).where(Todo.id.in_(ids))).scalars()] == [later] * count  # type: ignore[attr-defined]
+
+
+def test_a_driver_error_is_sqlalchemys(hub: Hub) -> None:
+    project_id = _project(hub)
+    todo_id = _insert(hub, project_id, None)
+    with pytest.raises(sa.exc.IntegrityError), hub.db.write() as s:
+        _INSERT.run(s, {"id": todo_id, "project_id": project_id, "queue": "q", "state": "pending", "kind": "k",
+                        "title": "t", "payload": None, "priority": 0, "attempt_count": 0, "failure_count": 0,
+                        "max_attempts": 5, "ring_count": 0, "created_at": WHEN, "updated_at": WHEN})
+
+
+def test_a_feed_write_rings_the_bell_after_commit_only(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    project_id = _project(hub)
+    rings: list[int] = []
+    monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
+    with hub.db.write() as s:
+        feed.record(s, hub.clock, project_id, "todo.created", "made", subject_id="td_x")
+        assert rings == []
+    assert rings == [1]
+    with pytest.raises(RuntimeError), hub.db.write() as s:
+        feed.record(s, hub.clock, project_id, "todo.created", "rolled back", subject_id="td_y")
+        raise RuntimeError("abort")
+    with hub.db.write() as s:
+        s.connection()
+    assert rings == [1]
+    with hub.db.read() as s:
+        titles = s.execute(select(FeedEvent.title).where(FeedEvent.subject_id.in_(["td_x", "td_y"]))).scalars().all()  # type: ignore[union-attr]
+    assert titles == ["made"]
