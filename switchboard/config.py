@@ -128,6 +128,8 @@ class Settings:
     processing: str = "thread"
 
     def __post_init__(self) -> None:
+        if self.processing not in PROCESSING_MODES:
+            raise ValueError(f"processing must be one of {', '.join(PROCESSING_MODES)}, not {self.processing!r}")
         home = Path(self.home).expanduser().absolute()
         object.__setattr__(self, "home", home)
         if not self.database_url:

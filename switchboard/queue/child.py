@@ -16,9 +16,11 @@ The contract is the one of :class:`~switchboard.queue.dispatcher.InlineDispatche
   to its attached sessions, inbox rings and stream nudges (:class:`ForwardingBroker`), feed bell
   rings, and the metrics processing observes. Each is sent after its transaction commits.
 - Nothing acknowledged is lost: the database is the record. Ids in a pipe when the child dies
-  are deliveries still ``received``, which the sweeper hands over again; a child that dies is
-  restarted (after :data:`RESTART_SECONDS`), and the child exits when ``serve`` goes (its pipe
-  closes).
+  are deliveries still ``received``: a supervisor thread starts another child (after
+  :data:`RESTART_SECONDS`, doubling while children die young or cannot be started), and once it
+  is ready every delivery still ``received`` is handed to it. The child exits when ``serve``
+  goes (its pipe closes); it ignores SIGINT and SIGTERM, which reach the whole process group,
+  and stops when ``serve`` closes it. ``/api/v1/ready`` reports it (``checks.processing``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import multiprocessing as mp
 import queue as stdqueue
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +49,10 @@ BATCH = 16
 """Deliveries per processing transaction at most (the receiver's writer waits for the lock
 meanwhile: about 0.3 ms per delivery)."""
 RESTART_SECONDS = 1.0
-"""Wait before starting a new child after one died."""
+"""Wait before starting a new child after one died (doubled while children die young)."""
+MAX_RESTART_SECONDS = 30.0
+YOUNG_SECONDS = 10.0
+"""A child that ran less than this died young: the wait before the next one doubles."""
 
 
 class ForwardingBroker:
@@ -80,7 +86,10 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
         inbox: lists of delivery ids from ``serve``; ``None`` asks the child to stop.
         outbox: messages for ``serve`` (see :meth:`ProcessDispatcher._apply`).
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: serve stops us
+    # Ctrl-C and a service manager's SIGTERM reach the whole process group: serve stops us (it
+    # sends None after what is queued), so a shutdown never cuts a batch or starts a new child.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from switchboard import logs, metrics
     from switchboard.feed import bell
     from switchboard.log_redaction import install
@@ -111,13 +120,16 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
                 first = inbox.recv()
             except (EOFError, OSError):
                 return
+            except Exception:  # a message that cannot be read: serve starts a fresh child
+                log.exception("unreadable message from serve; the processing process stops")
+                return
             if first is None:
                 return
             ids, stop = list(first), False
             while len(ids) < BATCH and not stop and inbox.poll():
                 try:
                     more = inbox.recv()
-                except (EOFError, OSError):
+                except Exception:  # noqa: BLE001 - EOF or unreadable: finish this batch, then stop
                     stop = True
                     break
                 if more is None:
@@ -162,92 +174,143 @@ class ProcessDispatcher:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._ready = threading.Event()
+        self._first_exited = threading.Event()  # the first child ended before it was ready
         self._context = mp.get_context("spawn")
         self._process: Any = None
         self._to_child: Connection | None = None
+        self._unavailable_logged = False
         self.restarts = 0
-        self._start_child()
+        self._supervisor = threading.Thread(target=self._supervise, name="switchboard-processing-supervisor",
+                                            daemon=True)
+        self._supervisor.start()
         self._sender = threading.Thread(target=self._send_loop, name="switchboard-processing-sender", daemon=True)
         self._sender.start()
 
     @property
     def pid(self) -> int | None:
         """The child's process id (``None`` before it started)."""
-        return None if self._process is None else self._process.pid
+        with self._lock:
+            return None if self._process is None else self._process.pid
 
-    def _start_child(self) -> None:
+    def healthy(self) -> bool:
+        """True while a child is running and ready (``/api/v1/ready`` reports it)."""
+        return self._ready.is_set()
+
+    def _spawn(self) -> Connection:
         to_child_r, to_child_w = self._context.Pipe(duplex=False)
         from_child_r, from_child_w = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=child_main, args=(self._make_hub, self._settings, to_child_r, from_child_w),
-                                        name="switchboard-processing", daemon=True)
-        process.start()
+        try:
+            process = self._context.Process(
+                target=child_main, args=(self._make_hub, self._settings, to_child_r, from_child_w),
+                name="switchboard-processing", daemon=True)
+            process.start()
+        except BaseException:
+            for end in (to_child_r, to_child_w, from_child_r, from_child_w):
+                end.close()
+            raise
         to_child_r.close()
         from_child_w.close()
         with self._lock:
             self._process, self._to_child = process, to_child_w
-        threading.Thread(target=self._receive_loop, args=(process, from_child_r),
-                         name="switchboard-processing-receiver", daemon=True).start()
+            self._unavailable_logged = False
+        return from_child_r
+
+    def _supervise(self) -> None:
+        """Start the child, relay its messages until it ends, start another: until ``close``,
+        waiting 1 s, doubled up to :data:`MAX_RESTART_SECONDS` while children die young or
+        cannot be started at all (a start that fails, e.g. out of file descriptors, is retried)."""
+        backoff, failures, first = RESTART_SECONDS, 0, True
+        while not self._closing.is_set():
+            try:
+                pipe = self._spawn()
+            except Exception as exc:  # noqa: BLE001 - serve keeps receiving; nothing acknowledged is lost
+                failures += 1
+                if failures == 1 or failures % 10 == 0:
+                    log.error("could not start the processing process (%s); retrying in %.0f s",
+                              type(exc).__name__, backoff)
+                if self._closing.wait(backoff):
+                    return
+                backoff = min(backoff * 2, MAX_RESTART_SECONDS)
+                continue
+            failures = 0
+            started = time.monotonic()
+            self._relay(pipe)
+            with self._lock:
+                process, self._to_child = self._process, None
+            self._ready.clear()
+            process.join(timeout=5)
+            if first:
+                first = False
+                self._first_exited.set()
+            if self._closing.is_set():
+                return
+            young = time.monotonic() - started < YOUNG_SECONDS
+            backoff = min(backoff * 2, MAX_RESTART_SECONDS) if young else RESTART_SECONDS
+            log.warning("the processing process exited (code %s); starting another in %.0f s",
+                        process.exitcode, backoff)
+            if self._closing.wait(backoff):
+                return
+            self.restarts += 1
+
+    def _relay(self, pipe: Connection) -> None:
+        """Apply the child's messages until its pipe closes (it exited)."""
+        try:
+            while True:
+                try:
+                    message = pipe.recv()
+                except (EOFError, OSError):
+                    return
+                try:
+                    self._apply(message)
+                except Exception:  # a doorbell lost; the records are in the database
+                    log.exception("could not apply a message from the processing process")
+        finally:
+            pipe.close()
 
     def wait_ready(self, timeout: float) -> bool:
         """Block until the child has built its hub and intake rules (``serve`` waits for this
         before it listens, so the first delivery is not processed by a cold child).
 
         Returns:
-            False when ``timeout`` seconds passed first (serve starts anyway).
+            False when ``timeout`` seconds passed first, or the first child ended before it was
+            ready (serve starts anyway; the supervisor keeps trying).
         """
-        return self._ready.wait(timeout)
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(max(0.0, min(0.1, deadline - time.monotonic()))):
+            if self._first_exited.is_set() or time.monotonic() >= deadline:
+                return False
+        return True
 
     def submit(self, delivery_id: str) -> None:
         """Queue a delivery for the child (no I/O; never raises)."""
         self._ids.put(delivery_id)
 
     def _send_loop(self) -> None:
+        """The one writer of the child's pipe: lists of ids, then ``None`` when closing."""
         while True:
             first = self._ids.get()
-            if first is None:
-                return
-            batch, stop = drain(self._ids, first, 500)
+            stop = first is None
+            batch: list[str] = []
+            if first is not None:
+                batch, stop = drain(self._ids, first, 500)
             with self._lock:
                 pipe = self._to_child
             try:
-                if pipe is not None:
+                if pipe is None:
+                    raise OSError("no processing process")
+                if batch:
                     pipe.send(batch)
+                if stop:
+                    pipe.send(None)
             except (OSError, ValueError):
-                # The child died; these deliveries are 'received' in the database: the sweeper
-                # hands them over to the next child.
-                log.warning("processing process unavailable; %d deliveries wait for the sweeper", len(batch))
+                # No child now; these deliveries are 'received' in the database: the next child
+                # gets them from the sweep that follows its start (or the sweeper's next pass).
+                with self._lock:
+                    logged, self._unavailable_logged = self._unavailable_logged, True
+                if batch and not logged:
+                    log.warning("processing process unavailable; deliveries wait for the next one")
             if stop:
                 return
-
-    def _receive_loop(self, process: Any, pipe: Connection) -> None:
-        while True:
-            try:
-                message = pipe.recv()
-            except (EOFError, OSError):
-                break
-            try:
-                self._apply(message)
-            except Exception:  # a doorbell lost; the records are in the database
-                log.exception("could not apply a message from the processing process")
-        pipe.close()
-        process.join(timeout=5)
-        if self._closing.is_set():
-            return
-        log.warning("the processing process exited (code %s); starting another", process.exitcode)
-        if self._closing.wait(RESTART_SECONDS):
-            return
-        self.restarts += 1
-        self._ready.clear()
-        try:
-            self._start_child()
-        except Exception:  # noqa: BLE001 - serve keeps receiving; nothing acknowledged is lost
-            log.exception("could not start the processing process")
-            return
-        if self._on_restart is not None and self._ready.wait(60):
-            try:
-                self._on_restart()
-            except Exception:  # noqa: BLE001 - the sweeper's next pass does it
-                log.exception("could not re-send the deliveries waiting for processing")
 
     def _apply(self, message: tuple[Any, ...]) -> None:
         """Publish one message of the child in this process."""
@@ -262,6 +325,8 @@ class ProcessDispatcher:
             self._broker.publish_event(message[1], message[2])
         elif kind == "ready":
             self._ready.set()
+            if self.restarts and self._on_restart is not None:
+                threading.Thread(target=self._resend, name="switchboard-processing-resend", daemon=True).start()
         elif kind == "bell":
             self._ring_bell()
         elif kind == "metric":
@@ -271,22 +336,23 @@ class ProcessDispatcher:
         else:
             log.warning("ignored a message of kind %r from the processing process", kind)
 
+    def _resend(self) -> None:
+        try:
+            assert self._on_restart is not None
+            self._on_restart()
+        except Exception:  # noqa: BLE001 - the sweeper's next pass does it
+            log.exception("could not re-send the deliveries waiting for processing")
+
     def close(self) -> None:
-        """Send what is queued, let the child finish it, then stop the child."""
+        """Send what is queued, let the child finish it (10 s at most), then stop it."""
         self._closing.set()
-        self._ids.put(None)
+        self._ids.put(None)  # the sender sends the rest, then None: one writer per pipe
         self._sender.join(timeout=10)
         with self._lock:
-            pipe, process = self._to_child, self._process
-        if pipe is not None:
-            try:
-                pipe.send(None)
-            except (OSError, ValueError):
-                pass
-            pipe.close()
+            process = self._process
         if process is not None:
             process.join(timeout=10)
             if process.is_alive():
-                process.terminate()
+                process.kill()
                 process.join(timeout=5)
-
+        self._supervisor.join(timeout=5)

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import defer
 from sqlmodel import Session
 
 from switchboard import metrics
@@ -27,14 +25,14 @@ from switchboard.feed import events as feed
 from switchboard.inbox import chat_verdicts
 from switchboard.inbox.items import DECIDED
 from switchboard.intake import quarantine, screening, vault
-from switchboard.intake.attribution import Attribution, attribute
+from switchboard.intake.attribution import Attribution
 from switchboard.intake.channel_break import Break
-from switchboard.models import Delivery, Grant, Project, Source
+from switchboard.models import Delivery, Source
 from switchboard.models.sources import MAX_PROCESS_FAILURES
-from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
 from switchboard.notify import sessions
 from switchboard.notify.wakes import Wake, route
 from switchboard.queue import todos
+from switchboard.queue.batch import Batch, DirectoryCache, directory_cache, load_batch
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
 if TYPE_CHECKING:
@@ -118,9 +116,9 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     statuses: list[str | None] = []
     decided_for: list[str] = []  # agents whose prompt a chat verdict decided
     with hub.db.write() as session:
-        cache = _directory_cache(hub, session)
+        cache = directory_cache(hub, session)
         picker = sessions.Picker(session, hub.clock)
-        rows = _load_batch(hub, session, [item.delivery_id for item in prepared if item is not None])
+        rows = load_batch(hub, session, [item.delivery_id for item in prepared if item is not None])
         for item in prepared:
             if item is None:
                 statuses.append(None)
@@ -139,98 +137,6 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     return statuses
 
 
-class DirectoryCache:
-    """Attribution outcomes and wake recipients, valid while the ``directory`` stamp holds.
-
-    Issue 11: attribution and the wake look-ups were 43 % of processing. Both are functions of
-    identities, trust lists, project owners, grants, agents and projects, whose every change
-    bumps the ``directory`` change stamp (triggers, migration 0007). The stamp is read once per
-    processing transaction; a different value empties the cache.
-    """
-
-    def __init__(self) -> None:
-        self.stamp = -1
-        self.attributions: dict[tuple[Any, ...], Attribution] = {}
-        self.recipients: dict[str, tuple[str, list[str]]] = {}
-
-    def reset_to(self, stamp: int) -> None:
-        """Forget everything computed under another stamp."""
-        if stamp != self.stamp:
-            self.stamp = stamp
-            self.attributions = {}
-            self.recipients = {}
-
-    def attribute(self, session: Session, sender: Any, source: Source) -> Attribution:
-        """:func:`~switchboard.intake.attribution.attribute`, remembered per source and sender."""
-        key = (
-            (source.id, None)
-            if sender is None
-            else (source.id, sender.provider, sender.workspace, sender.external_id, bool(sender.is_bot))
-        )
-        found = self.attributions.get(key)
-        if found is None:
-            found = self.attributions[key] = attribute(session, sender, source)
-        return found
-
-    def recipients_of(self, session: Session, project_id: str) -> tuple[str, list[str]]:
-        """The project's name and its agents with ``work`` (oldest grant first), as ``wake_for``."""
-        found = self.recipients.get(project_id)
-        if found is None:
-            agents = list(
-                session.execute(
-                    select(Grant.agent_id)
-                    .where(Grant.project_id == project_id, Grant.role == "work")
-                    .order_by(Grant.created_at)
-                )
-                .scalars()
-                .all()
-            )
-            name = session.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
-            found = self.recipients[project_id] = (name, agents)
-        return found
-
-
-_CACHE_LOCK = threading.Lock()
-
-
-def _directory_cache(hub: Hub, session: Session) -> DirectoryCache:
-    """The hub's processing cache, checked against the ``directory`` stamp in this transaction."""
-    cache = getattr(hub, "_directory_cache", None)
-    if cache is None:
-        with _CACHE_LOCK:
-            cache = getattr(hub, "_directory_cache", None)
-            if cache is None:
-                cache = DirectoryCache()
-                hub._directory_cache = cache  # type: ignore[attr-defined]
-    cache.reset_to(read_stamp(session.connection(), DIRECTORY_STAMP))
-    return cache
-
-
-@dataclass
-class _Batch:
-    """The batch's deliveries and their sources, loaded once in the write transaction and held
-    here: the session's identity map keeps rows only while something refers to them, so a
-    ``session.get`` per delivery read the same source again every time (issue 11)."""
-
-    deliveries: dict[str, Delivery]
-    sources: dict[str, Source]
-
-
-def _load_batch(hub: Hub, session: Session, delivery_ids: list[str]) -> _Batch:
-    """Lock and load the batch's deliveries (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: one a
-    concurrent worker holds is skipped, as before) and their sources: two statements."""
-    if not delivery_ids:
-        return _Batch({}, {})
-    # The body was read and parsed by _prepare: not loaded (nor unsealed) again here.
-    query = select(Delivery).where(Delivery.id.in_(delivery_ids)).options(defer(Delivery.raw_body))  # type: ignore[attr-defined,arg-type]
-    if not hub.db.is_sqlite:
-        query = query.with_for_update(skip_locked=True)
-    deliveries = {d.id: d for d in session.execute(query).scalars()}
-    wanted = {d.source_id for d in deliveries.values()}
-    sources = {src.id: src for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()}  # type: ignore[attr-defined]
-    return _Batch(deliveries, sources)
-
-
 def _apply(
     hub: Hub,
     session: Session,
@@ -238,7 +144,7 @@ def _apply(
     cache: DirectoryCache,
     picker: sessions.Picker,
     decided_for: list[str],
-    batch: _Batch,
+    batch: Batch,
 ) -> tuple[str | None, Wake | None, Any]:
     """The database half of processing, in the caller's write transaction.
 

@@ -2,7 +2,7 @@
 
 | route | what |
 |---|---|
-| ``GET /api/v1/ready`` | 200 when the database answers, its schema is at head and Redis (when configured) answers; else 503 problem details naming each failed check |
+| ``GET /api/v1/ready`` | 200 when the database answers, its schema is at head, Redis (when configured) answers and embedded mode's processing process (when it runs) is up; else 503 problem details naming each failed check |
 | ``GET /metrics`` | Prometheus exposition (:mod:`switchboard.metrics`); ``Authorization: Bearer <SWITCHBOARD_METRICS_TOKEN>`` when that is set |
 
 ``/api/v1/health`` (in :mod:`switchboard.web.asgi`, on the event loop) says only that the process answers:
@@ -63,12 +63,16 @@ def readiness(hub: Hub) -> dict[str, str]:
             checks["redis"] = f"unreachable ({type(exc).__name__})"
     else:
         checks["redis"] = "not configured"
+    healthy = getattr(hub.dispatcher, "healthy", None)  # embedded mode's processing process
+    checks["processing"] = "not configured" if healthy is None else (
+        "ok" if healthy() else "down (acknowledged deliveries wait; serve keeps restarting it)")
     return checks
 
 
 @bp.get("/api/v1/ready")
 def ready() -> Any:
-    """Readiness: database reachable, schema at head, Redis reachable when configured.
+    """Readiness: database reachable, schema at head, Redis reachable when configured, the
+    processing process up when there is one (``SWITCHBOARD_PROCESSING=process``).
     ---
     get:
       summary: Readiness (for load balancers)

@@ -9,10 +9,12 @@ import os
 import signal
 import sqlite3
 
+import httpx2
 import pytest
 
 from switchboard import metrics
 from switchboard.config import Settings
+from switchboard.errors import ConfigError
 from switchboard.queue.child import ProcessDispatcher
 from switchboard.queue.dispatcher import InlineDispatcher
 from tests.conftest import CASES, World, github_headers, serve_in_thread, wait_for
@@ -44,8 +46,6 @@ def _todos(world: World) -> int:
 
 
 def _post_all(url: str, world: World, bodies: list[bytes], tag: str) -> None:
-    import httpx2
-
     for i, body in enumerate(bodies):
         resp = httpx2.post(f"{url}/hooks/{world.source_id}", content=body, timeout=30,
                            headers=github_headers(body, world.secret, delivery=f"{tag}-{i}"))
@@ -56,6 +56,11 @@ def test_settings_from_the_environment_choose_the_process() -> None:
     assert Settings.from_env({}).processing == "process"
     assert Settings.from_env({"SWITCHBOARD_PROCESSING": "thread"}).processing == "thread"
     assert Settings().processing == "thread"  # built in code (tests, embedding): the thread
+    with pytest.raises(ValueError, match="processing must be one of process, thread"):
+        Settings(processing="fork")
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"SWITCHBOARD_PROCESSING": "fork"})
+    assert "SWITCHBOARD_PROCESSING must be one of process, thread" in str(refused.value)
 
 
 def test_deliveries_are_processed_in_a_child_process(world: World) -> None:
@@ -83,12 +88,17 @@ def test_a_killed_child_is_replaced_and_loses_nothing(world: World) -> None:
         assert isinstance(dispatcher, ProcessDispatcher)
         first = dispatcher.pid
         assert first is not None
+        assert httpx2.get(f"{url}/api/v1/ready", timeout=10).json()["checks"]["processing"] == "ok"
         os.kill(first, signal.SIGKILL)
+        wait_for(lambda: not dispatcher.healthy(), timeout=5)
+        down = httpx2.get(f"{url}/api/v1/ready", timeout=10)
+        assert down.status_code == 503 and down.json()["checks"]["processing"].startswith("down")
         # Acknowledged while no child runs: stored, then processed by the next child.
         _post_all(url, world, _bodies(30), "orphan")
         wait_for(lambda: dispatcher.restarts == 1 and dispatcher.pid != first, timeout=20)
         wait_for(lambda: _states(world) == {"processed": 30}, timeout=30)
         assert _todos(world) == 30
+        assert httpx2.get(f"{url}/api/v1/ready", timeout=10).status_code == 200
 
 
 def test_close_finishes_what_was_queued(world: World) -> None:

@@ -24,7 +24,8 @@ def test_health_answers_and_ready_checks_database_and_migrations(live: LiveApp) 
     ready = httpx2.get(f"{live.url}/api/v1/ready", timeout=10)
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "checks": {"database": "ok", "migrations": "ok",
-                                                          "redis": "not configured"}}
+                                                          "redis": "not configured",
+                                                          "processing": "not configured"}}
 
 
 def test_ready_is_503_when_the_schema_is_behind(live: LiveApp) -> None:
