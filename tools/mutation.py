@@ -89,9 +89,9 @@ GROUPS: dict[str, Group] = {
     # of what SQLite cannot show: the database's clock, the next-todo pick as a true scalar
     # subquery (several candidates) and its order at equal priority (SQLite's index returns ties
     # in id order anyway). A changed selection resets every verdict in mutmut: rename, don't add.
-    "leases": Group(("switchboard/queue/leases.py",), ("tests/queue/test_leases.py",), services=True,
+    "leases": Group(("switchboard/queue/leases.py", "switchboard/queue/lease_sql.py"), ("tests/queue/test_leases.py",), services=True,
                     pytest_args=("-k", "not postgresql or priority_then_oldest or on_postgres"),
-                    caches=("switchboard.queue.leases:_STATEMENTS",)),
+                    caches=("switchboard.queue.lease_sql:STATEMENTS",)),
 }
 
 

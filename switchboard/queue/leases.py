@@ -24,8 +24,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import func, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock, SystemClock, iso
@@ -33,12 +32,17 @@ from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo, in_state
 from switchboard.models.base import new_id
-from switchboard.prepared import Prepared
+from switchboard.queue.lease_sql import (
+    END_ATTEMPT,
+    INSERT_ATTEMPT,
+    claim_statement,
+    complete_statement,
+    pg_claim_recorded,
+    pg_complete_recorded,
+)
 from switchboard.queue.todos import claim_view, readable, require_work, row
 from switchboard.scope import resolve_projects
 
-TODOS = Todo.__table__  # type: ignore[attr-defined]
-ATTEMPTS = Attempt.__table__  # type: ignore[attr-defined]
 DEFAULT_LEASE_SECONDS = 300
 MAX_LEASE_SECONDS = 86_400
 BACKOFF_BASE_SECONDS = 30
@@ -73,97 +77,11 @@ def lease_now(session: Session, clock: Clock) -> datetime:
 
 
 _DB_NOW = select(func.now())
-# The database's clock as naive UTC, the way UTCDateTime stores times (whatever the session's
-# TimeZone): for statements that read the lease clock in SQL instead of a round trip first.
-_SQL_NOW = func.timezone("UTC", func.now())
 
 
 def _db_clock(session: Session, clock: Clock) -> bool:
     """Whether :func:`lease_now` is the database's ``now()`` (PostgreSQL with the system clock)."""
     return isinstance(clock, SystemClock) and session.get_bind().dialect.name == "postgresql"
-
-
-_STATEMENTS: dict[tuple[Any, ...], Any] = {}
-"""Hot-path statements built once per shape (issue 11: building and cache-keying a statement on
-every call was a third of a claim's CPU); values travel as bind parameters."""
-
-
-def _claim_statement(by_id: bool, with_queue: bool, is_postgres: bool, sql_now: bool = False) -> Any:
-    """``UPDATE todos SET <claim> WHERE id = (:id | next pending) AND state = 'pending' ... RETURNING *``.
-
-    ``sql_now``: the lease clock is the database's ``now()``, read in the statement itself
-    (``b_secs`` is the lease length) instead of a ``SELECT now()`` round trip before it.
-    """
-    key = ("claim", by_id, with_queue, is_postgres, sql_now)
-    stmt = _STATEMENTS.get(key)
-    if stmt is None:
-        agent = bindparam("b_agent")
-        if by_id:
-            target: Any = bindparam("b_id")
-        else:
-            pick = (
-                select(TODOS.c.id)
-                .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), in_state(TODOS.c.state, "pending"))
-                .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
-                .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
-                .limit(1)
-            )
-            if with_queue:
-                pick = pick.where(TODOS.c.queue == bindparam("b_queue"))
-            if is_postgres:
-                pick = pick.with_for_update(skip_locked=True)
-            target = pick.scalar_subquery()
-        stmt = (
-            update(TODOS)
-            .where(TODOS.c.id == target, in_state(TODOS.c.state, "pending"))
-            .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
-            .values(state="claimed", claimed_by=agent, lease_token=bindparam("b_token"),
-                    lease_session=bindparam("b_session", type_=TODOS.c.lease_session.type),
-                    attempt_count=TODOS.c.attempt_count + 1)
-            .returning(*TODOS.c)
-        )
-        if sql_now:
-            stmt = stmt.values(lease_expires_at=_SQL_NOW + sa.literal_column("interval '1 second'") * bindparam("b_secs"),
-                               updated_at=_SQL_NOW)
-        else:
-            stmt = stmt.values(lease_expires_at=bindparam("b_expires", type_=TODOS.c.lease_expires_at.type),
-                               updated_at=bindparam("b_now", type_=TODOS.c.updated_at.type))
-        _STATEMENTS[key] = stmt = Prepared(stmt, TODOS.c, None if by_id else "b_projects")
-    return stmt
-
-
-def _complete_statement(fence: str, sql_now: bool = False) -> Any:
-    """``UPDATE todos SET state = 'done' ... WHERE <held by the caller> AND <fence> RETURNING *``;
-    ``fence`` is ``token``, ``session`` or ``no_session``; ``sql_now`` as for the claim."""
-    key = ("complete", fence, sql_now)
-    stmt = _STATEMENTS.get(key)
-    if stmt is None:
-        now = _SQL_NOW if sql_now else bindparam("b_now", type_=TODOS.c.updated_at.type)
-        stmt = (
-            update(TODOS)
-            .where(TODOS.c.id == bindparam("b_id"), in_state(TODOS.c.state, "claimed"),
-                   TODOS.c.claimed_by == bindparam("b_agent"), TODOS.c.lease_expires_at > now,
-                   TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)))
-            .values(state="done", result=bindparam("b_result", type_=TODOS.c.result.type), lease_token=None,
-                    lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
-            .returning(*TODOS.c)
-        )
-        if fence == "token":
-            stmt = stmt.where(TODOS.c.lease_token == bindparam("b_token"))
-        elif fence == "session":
-            stmt = stmt.where(TODOS.c.lease_session == bindparam("b_session"))
-        else:
-            stmt = stmt.where(TODOS.c.lease_session.is_(None))
-        _STATEMENTS[key] = stmt = Prepared(stmt, TODOS.c, "b_projects")
-    return stmt
-
-
-_INSERT_ATTEMPT = Prepared(insert(ATTEMPTS).values({c.name: bindparam(c.name, type_=c.type) for c in ATTEMPTS.c}))
-_END_ATTEMPT = Prepared(
-    update(ATTEMPTS)
-    .where(ATTEMPTS.c.todo_id == bindparam("b_todo"), ATTEMPTS.c.number == bindparam("b_number"))
-    .values(ended_at=bindparam("b_ended", type_=ATTEMPTS.c.ended_at.type), outcome=bindparam("b_outcome"))
-)
 
 
 def claim(
@@ -235,7 +153,11 @@ def claim(
         if queue is not None:
             params["b_queue"] = queue
     # One conditional UPDATE ... RETURNING: the claim either happens whole or not at all.
-    found = _claim_statement(todo_id is not None, queue is not None, is_postgres, sql_now).run(session, params)
+    if sql_now:  # PostgreSQL, next in queue: the attempt and the event in the same statement
+        params["b_attempt"], params["b_created"] = new_id("att"), clock.now()
+        found = pg_claim_recorded(queue is not None).run(session, params)
+    else:
+        found = claim_statement(todo_id is not None, queue is not None, is_postgres, sql_now).run(session, params)
     claimed = found[0] if found else None
     if claimed is None:
         if todo_id is None:
@@ -244,11 +166,12 @@ def claim(
     todo = SimpleNamespace(**claimed)
     now, expires = todo.updated_at, todo.lease_expires_at
     number = todo.attempt_count
-    _INSERT_ATTEMPT.run(session, {"id": new_id("att"), "todo_id": todo.id, "number": number, "agent_id": agent_id,
-                                  "claimed_at": now, "lease_expires_at": expires, "ended_at": None,
-                                  "outcome": None, "summary": None})
-    feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
-                data={"agent_id": agent_id, "attempt": number})
+    if not sql_now:
+        INSERT_ATTEMPT.run(session, {"id": new_id("att"), "todo_id": todo.id, "number": number,
+                                     "agent_id": agent_id, "claimed_at": now, "lease_expires_at": expires,
+                                     "ended_at": None, "outcome": None, "summary": None})
+        feed.record(session, clock, todo.project_id, "todo.claimed", todo.title, subject_id=todo.id,
+                    data={"agent_id": agent_id, "attempt": number})
     return {"todo": row(todo, with_payload=True), "lease_token": token, "lease_expires_at": iso(expires),  # type: ignore[arg-type]
             "attempt": number}
 
@@ -339,18 +262,22 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         fence = "no_session"
     else:
         fence, params["b_session"] = "session", session_key
-    found = _complete_statement(fence, sql_now).run(session, params) if work else []
+    if sql_now:  # PostgreSQL: the attempt's end and the event in the same statement
+        params["b_created"] = clock.now()
+        found = pg_complete_recorded(fence).run(session, params) if work else []
+    else:
+        found = complete_statement(fence, sql_now).run(session, params) if work else []
     done = found[0] if found else None
     if done is None:
         # Raises the precise error (_held reads the lease clock itself on the sql_now path).
         _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, params.get("b_now"))
         raise Conflict("the todo changed meanwhile; read it again")
     todo = SimpleNamespace(**done)
-    now = todo.updated_at
-    _END_ATTEMPT.run(session, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": now,
-                               "b_outcome": "completed"})
-    feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
-                data={"agent_id": agent_id, "attempt": todo.attempt_count})
+    if not sql_now:
+        END_ATTEMPT.run(session, {"b_todo": todo_id, "b_number": todo.attempt_count, "b_ended": todo.updated_at,
+                                  "b_outcome": "completed"})
+        feed.record(session, clock, todo.project_id, "todo.completed", todo.title, subject_id=todo_id,
+                    data={"agent_id": agent_id, "attempt": todo.attempt_count})
     return row(todo)  # type: ignore[arg-type]
 
 

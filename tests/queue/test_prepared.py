@@ -4,18 +4,25 @@ expanding ``IN`` list of any length, driver errors as SQLAlchemy's, and the feed
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import bindparam, insert, select, update
 
+from switchboard import admin
+from switchboard.config import Settings
 from switchboard.feed import bell
 from switchboard.feed import events as feed
 from switchboard.hub import Hub
-from switchboard.models import FeedEvent, Todo
+from switchboard.models import Agent, Attempt, FeedEvent, Todo
 from switchboard.models.base import new_id
 from switchboard.prepared import Prepared
+from switchboard.queue import leases
+from tests.conftest import configure
+from tests.services import fresh_postgres_database
 
 TODOS = Todo.__table__  # type: ignore[attr-defined]
 WHEN = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
@@ -103,3 +110,51 @@ def test_a_feed_write_rings_the_bell_after_commit_only(hub: Hub, monkeypatch: py
     with hub.db.read() as s:
         titles = s.execute(select(FeedEvent.title).where(FeedEvent.subject_id.in_(["td_x", "td_y"]))).scalars().all()  # type: ignore[union-attr]
     assert titles == ["made"]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def system_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
+    """A configured hub with the system clock: on PostgreSQL the claim and the complete are one
+    statement each (``lease_sql.pg_claim_recorded`` / ``pg_complete_recorded``)."""
+    if request.param == "sqlite":
+        settings = Settings(home=tmp_path)
+    else:
+        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+    configure(settings)
+    h = Hub(settings, role="cli")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_claim_and_complete_write_the_attempt_and_the_events(system_hub: Hub) -> None:
+    hub = system_hub
+    project_id = _project(hub)
+    todo_id = _insert(hub, project_id, {"x": 1})
+    with hub.db.read() as s:
+        agent = s.execute(select(Agent)).scalars().one()
+        grants = admin.grants_of(s, agent.id)
+    before = datetime.now(UTC)
+    with hub.db.write() as s:
+        claimed = leases.claim(s, hub.clock, agent.id, grants, project="acme", queue="q",
+                               is_postgres=not hub.db.is_sqlite)
+    assert claimed["todo"]["id"] == todo_id and claimed["attempt"] == 1
+    with hub.db.write() as s:
+        done = leases.complete(s, hub.clock, agent.id, grants, todo_id=todo_id, result={"ok": True},
+                               lease_token=claimed["lease_token"])
+    after = datetime.now(UTC)
+    assert done["state"] == "done"
+    with hub.db.read() as s:
+        attempt = s.execute(select(Attempt).where(Attempt.todo_id == todo_id)).scalars().one()
+        todo = s.get(Todo, todo_id)
+        events = s.execute(select(FeedEvent).where(FeedEvent.subject_id == todo_id).order_by(FeedEvent.id)).scalars().all()  # type: ignore[arg-type]
+    assert todo is not None and todo.result == {"ok": True} and todo.state == "done"
+    assert attempt.number == 1 and attempt.agent_id == agent.id and attempt.outcome == "completed"
+    assert before - timedelta(seconds=5) <= attempt.claimed_at <= attempt.ended_at <= after + timedelta(seconds=5)  # type: ignore[operator]
+    assert attempt.claimed_at.tzinfo is not None and attempt.lease_expires_at > attempt.claimed_at
+    assert [(e.kind, e.title, e.project_id, e.data) for e in events] == [
+        ("todo.claimed", "t", project_id, {"agent_id": agent.id, "attempt": 1}),
+        ("todo.completed", "t", project_id, {"agent_id": agent.id, "attempt": 1}),
+    ]
+    assert all(before - timedelta(seconds=5) <= e.created_at <= after + timedelta(seconds=5) for e in events)
