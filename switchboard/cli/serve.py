@@ -114,7 +114,7 @@ def worker(burst: bool) -> None:
 
 def _embedded(settings: Settings) -> str:
     """How embedded mode processes deliveries, for the start-up line."""
-    return "jobs in a processing process" if settings.processing == "process" else "inline jobs"
+    return "jobs in a child process" if settings.processing == "process" else "jobs in a thread"
 
 
 def _print_source_urls(settings: Settings) -> None:

@@ -89,6 +89,7 @@ def test_a_killed_child_is_replaced_and_loses_nothing(world: World) -> None:
         first = dispatcher.pid
         assert first is not None
         assert httpx2.get(f"{url}/api/v1/ready", timeout=10).json()["checks"]["processing"] == "ok"
+        assert httpx2.get(f"{url}/api/v1/health", timeout=10).json()["jobs"] == "process"
         os.kill(first, signal.SIGKILL)
         wait_for(lambda: not dispatcher.healthy(), timeout=5)
         down = httpx2.get(f"{url}/api/v1/ready", timeout=10)
