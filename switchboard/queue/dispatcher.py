@@ -14,8 +14,13 @@ from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)
 RQ_QUEUE = "switchboard"
-RQ_JOB = "switchboard.worker.rq_process_delivery"
-"""The rq job's import path: one delivery id in, processed by the worker process's hub."""
+RQ_JOB = "switchboard.worker.rq_process_deliveries"
+"""The rq job's import path: a list of delivery ids in, processed by the worker process's hub in
+one transaction (``switchboard.worker.rq_process_delivery``, one id, still runs jobs queued by
+an earlier version)."""
+RQ_BATCH = 16
+"""Delivery ids per rq job at most: one job per writer commit, cut into pieces this size so
+several workers share a burst (issue 11)."""
 
 
 class Dispatcher(Protocol):
@@ -102,9 +107,10 @@ class RqDispatcher:
     """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries.
 
     ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and
-    enqueues them with ``Queue.enqueue_many`` in one Redis pipeline (one round trip per batch
-    instead of about eight commands per job, issue 11), so neither the event loop nor the
-    delivery writer waits on Redis. rq stays the worker side unchanged. An id lost with the
+    enqueues them as jobs of up to :data:`RQ_BATCH` ids each with ``Queue.enqueue_many`` in one
+    Redis pipeline (one round trip per hand-off, and one rq job per 16 deliveries instead of
+    one per delivery: issue 11), so neither the event loop nor the delivery writer waits on
+    Redis, and a worker processes a job's deliveries in one transaction. An id lost with the
     process (or refused by Redis) is still ``received`` in the database: the sweeper re-sends it.
     """
 
@@ -149,7 +155,8 @@ class RqDispatcher:
         from rq import Retry
 
         try:
-            datas = [_job_data(self._queue, delivery_id, Retry) for delivery_id in delivery_ids]
+            datas = [_job_data(self._queue, delivery_ids[i:i + RQ_BATCH], Retry)
+                     for i in range(0, len(delivery_ids), RQ_BATCH)]
             with self._redis.pipeline() as pipe:
                 self._queue.enqueue_many(datas, pipeline=pipe)
                 pipe.execute()
@@ -164,8 +171,9 @@ class RqDispatcher:
         self._redis.close()
 
 
-def _job_data(queue: object, delivery_id: str, retry_cls: type) -> object:
-    """The rq ``EnqueueData`` for one delivery: retries 1 s, 5 s, 30 s; 300 s timeout; failures kept 7 days."""
+def _job_data(queue: object, delivery_ids: list[str], retry_cls: type) -> object:
+    """The rq ``EnqueueData`` for a list of deliveries: retries 1 s, 5 s, 30 s; 300 s timeout;
+    failures kept 7 days."""
     return queue.prepare_data(  # type: ignore[attr-defined]
-        RQ_JOB, (delivery_id,), timeout=300,
+        RQ_JOB, (list(delivery_ids),), timeout=300,
         failure_ttl=7 * 86400, retry=retry_cls(max=3, interval=[1, 5, 30]))

@@ -1,0 +1,96 @@
+"""rq hand-off in batches (issue 11): one rq job per 16 deliveries at most, run by a real rq
+worker on a real Redis. A job queued by the version before (one id, ``rq_process_delivery``)
+still runs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import replace
+
+import redis
+from rq import Queue, SimpleWorker
+
+from switchboard import worker as worker_module
+from switchboard.hub import Hub
+from switchboard.queue.dispatcher import RQ_BATCH, RQ_JOB, RQ_QUEUE, RqDispatcher
+from tests.conftest import CASES, World, github_headers
+
+
+def _store(world: World, n: int, tag: str) -> list[str]:
+    """``n`` signed GitHub deliveries stored through the receiver of a hub with no dispatcher."""
+    from starlette.testclient import TestClient
+
+    from switchboard.web.asgi import create_app
+
+    base = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
+    ids = []
+    app = create_app(world.settings, migrate=False)
+    with TestClient(app) as client:
+        for i in range(n):
+            base["issue"]["number"] = 1000 + i
+            body = json.dumps(base).encode()
+            resp = client.post(f"/hooks/{world.source_id}", content=body,
+                               headers=github_headers(body, world.secret, delivery=f"{tag}-{i}-{uuid.uuid4()}"))
+            assert resp.status_code == 202, resp.text
+            ids.append(resp.json()["delivery_id"])
+    return ids
+
+
+def _statuses(world: World, ids: list[str]) -> dict[str, str]:
+    conn = sqlite3.connect(world.settings.home / "switchboard.db")
+    try:
+        marks = ",".join("?" * len(ids))
+        return dict(conn.execute(f"SELECT id, status FROM deliveries WHERE id IN ({marks})", ids).fetchall())
+    finally:
+        conn.close()
+
+
+def test_deliveries_go_to_rq_sixteen_per_job_and_a_worker_processes_them(world: World, redis_url: str) -> None:
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    settings = world.settings.with_overrides(redis_url=redis_url)
+    ids = _store(replace(world, settings=settings), 40, "batch")
+    # The serving hub enqueued them as it stored them: 40 ids in jobs of at most 16.
+    queue = Queue(RQ_QUEUE, connection=conn)
+    jobs = queue.get_jobs()
+    assert [job.func_name for job in jobs] == [RQ_JOB] * len(jobs)
+    assert sorted(i for job in jobs for i in job.args[0]) == sorted(ids)
+    assert all(1 <= len(job.args[0]) <= RQ_BATCH for job in jobs) and len(jobs) >= 3
+    hub = Hub(settings, role="worker")
+    worker_module.set_worker_hub(hub)
+    try:
+        assert SimpleWorker([queue], connection=conn).work(burst=True)
+    finally:
+        worker_module.set_worker_hub(None)  # type: ignore[arg-type]
+        hub.close()
+    assert set(_statuses(world, ids).values()) == {"processed"}
+
+
+def test_a_job_of_the_version_before_still_runs(world: World, redis_url: str) -> None:
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    ids = _store(world, 1, "old")  # no Redis on this hub: stored, not dispatched
+    queue = Queue(RQ_QUEUE, connection=conn)
+    queue.enqueue("switchboard.worker.rq_process_delivery", ids[0])
+    hub = Hub(world.settings.with_overrides(redis_url=redis_url), role="worker")
+    worker_module.set_worker_hub(hub)
+    try:
+        assert SimpleWorker([queue], connection=conn).work(burst=True)
+    finally:
+        worker_module.set_worker_hub(None)  # type: ignore[arg-type]
+        hub.close()
+    assert _statuses(world, ids) == {ids[0]: "processed"}
+
+
+def test_enqueue_cuts_a_hand_off_into_jobs(redis_url: str) -> None:
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    dispatcher = RqDispatcher(redis_url)
+    try:
+        dispatcher.enqueue([f"dlv_{i}" for i in range(RQ_BATCH * 2 + 3)])
+    finally:
+        dispatcher.close()
+    sizes = sorted(len(job.args[0]) for job in Queue(RQ_QUEUE, connection=conn).get_jobs())
+    assert sizes == [3, RQ_BATCH, RQ_BATCH]
