@@ -42,12 +42,21 @@ class _Compiled:
     def __init__(self, stmt: Any, dialect: sa.Dialect, expanding: str | None, length: int,
                  returning: Sequence[sa.Column[Any]]) -> None:
         compiled = stmt.compile(dialect=dialect)
+        if compiled.insert_prefetch or compiled.update_prefetch:
+            # SQLAlchemy would fill these from Python-side column defaults at each execution.
+            names = ", ".join(c.name for c in [*compiled.insert_prefetch, *compiled.update_prefetch])
+            raise ValueError(f"give every column with a Python-side default a value: {names}")
+        exported = [c.name for c in getattr(stmt, "exported_columns", ())]
+        if exported != [c.name for c in returning]:
+            raise ValueError(f"returning must be the statement's own columns, in order: {exported}")
         binds = compiled.binds
         sql = compiled.string
         positional = bool(compiled.positional)
         self.expanded = [f"{expanding}_{i + 1}" for i in range(length)] if expanding else []
         if expanding is not None:
-            marks = ", ".join("?" if positional else f"%({name})s" for name in self.expanded)
+            # An empty list is an empty set, on both databases (``IN ()`` is SQLite only).
+            marks = ", ".join("?" if positional else f"%({name})s" for name in self.expanded) or \
+                "SELECT NULL WHERE 1 != 1"
             sql = _POSTCOMPILE.sub(lambda m: marks if m.group(1) == expanding else m.group(0), sql)
         if "__[POSTCOMPILE_" in sql:
             raise ValueError("only the one named expanding parameter is supported")
@@ -90,8 +99,14 @@ class Prepared:
     """A hot statement: compiled once per dialect, executed on the session's DBAPI cursor.
 
     Args:
-        stmt: the Core statement (bound parameters by name, at most one ``expanding`` one).
-        returning: the columns of its ``RETURNING`` clause, in order (empty for none).
+        stmt: the Core statement (bound parameters by name, at most one ``expanding`` one). An
+            INSERT must give every column that has a Python-side default a value.
+        returning: the columns it returns (``RETURNING``, or a SELECT's), in order; their types
+            convert the values. Empty for none.
+
+    Raises:
+        ValueError: when compiled, for a column left to a Python-side default, or ``returning``
+            not the statement's own columns.
         expanding: the name of its expanding ``IN`` parameter, if any (a list when run).
         writes_feed: it inserts into ``feed_events``: the feed bell rings after the commit, as
             for the ORM's statements (:mod:`switchboard.feed.bell`).
@@ -121,7 +136,7 @@ class Prepared:
         """Execute once in ``session``'s transaction.
 
         Args:
-            params: values by parameter name; the expanding one as a non-empty list.
+            params: values by parameter name; the expanding one as a list (empty: an empty set).
 
         Returns:
             The ``RETURNING`` rows as dicts (column name to value, converted as the ORM would);
