@@ -18,6 +18,7 @@ SMALL = {
     "intake.py": ["--runs", "3", "--kb", "5"],
     "cli_start.py": ["--runs", "1"],
     "wake.py": ["--deliveries", "20", "--rate", "200"],
+    "processing.py": ["--deliveries", "40", "--batch", "8"],
     "queue.py": ["--claimers", "2", "--todos", "40", "--sizes", "1000", "--no-postgres", "--runs", "1"],
 }
 
