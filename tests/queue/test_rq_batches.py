@@ -70,11 +70,13 @@ def test_deliveries_go_to_rq_sixteen_per_job_and_a_worker_processes_them(world: 
 
 def test_a_job_of_the_version_before_still_runs(world: World, redis_url: str) -> None:
     conn = redis.Redis.from_url(redis_url)
-    conn.flushdb()
-    ids = _store(world, 1, "old")  # no Redis on this hub: stored, not dispatched
+    settings = world.settings.with_overrides(redis_url=redis_url)
+    ids = _store(replace(world, settings=settings), 1, "old")
+    conn.flushdb()  # the new-style job goes: only the old one is left to process it
     queue = Queue(RQ_QUEUE, connection=conn)
     queue.enqueue("switchboard.worker.rq_process_delivery", ids[0])
-    hub = Hub(world.settings.with_overrides(redis_url=redis_url), role="worker")
+    assert _statuses(world, ids) == {ids[0]: "received"}
+    hub = Hub(settings, role="worker")
     worker_module.set_worker_hub(hub)
     try:
         assert SimpleWorker([queue], connection=conn).work(burst=True)
