@@ -75,3 +75,32 @@ def test_an_error_in_the_body_rolls_back_and_gives_everything_back(tmp_path: Pat
     with db.read() as s:
         assert s.execute(sa.text("SELECT count(*) FROM t")).scalar() == 0
     db.dispose()
+
+
+def test_a_database_locked_by_a_process_without_our_lock_is_a_503_and_gives_everything_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``BEGIN IMMEDIATE`` runs on the DBAPI connection (issue 11); a lock it cannot get within the
+    busy timeout (here an ``sqlite3`` shell's open write transaction, which takes no flock) is
+    still SQLAlchemy's OperationalError, so ``write`` raises the 503 ``DependencyUnavailable``."""
+    import sqlite3
+
+    from switchboard import db as db_module
+    from switchboard.errors import DependencyUnavailable
+
+    monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    db = _db(tmp_path)
+    other = sqlite3.connect(tmp_path / "switchboard.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(DependencyUnavailable, match="database is locked"), db.write() as s:
+            s.execute(sa.text("INSERT INTO t VALUES (1)"))
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert db._write_lock is not None and not db._write_lock.locked()
+    assert db.engine.pool.checkedout() == 0
+    with db.write() as s:  # the lock is free again: writes go on
+        s.execute(sa.text("INSERT INTO t VALUES (2)"))
+    with db.read() as s:
+        assert s.execute(sa.text("SELECT x FROM t")).scalars().all() == [2]
+    db.dispose()
