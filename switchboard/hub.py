@@ -69,17 +69,18 @@ class Hub:
                 self.dispatcher = ProcessDispatcher(type(self), settings, self.broker, BELL.ring,
                                                     on_restart=lambda: jobs.sweep(self, 0))
             else:
-                self.dispatcher = InlineDispatcher(lambda ids: jobs.process_batch(self, ids),
-                                                   lambda delivery_id: jobs.process_or_record(self, delivery_id))
+                self.dispatcher = InlineDispatcher(lambda ids: jobs.process_all(self, ids))
         else:
             self.dispatcher = _NoDispatch()
         self._source_cache: object | None = None
         self._delivery_writer: object | None = None
+        self.warm_up: threading.Thread | None = None
+        """Builds the intake rules (about a second) so the first delivery does not wait for them."""
         if role in ("serve", "worker"):
-            # The intake rules take about a second to build; not on the first delivery's clock.
             from switchboard.intake.screening import warm_up
 
-            threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True).start()
+            self.warm_up = threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True)
+            self.warm_up.start()
 
     @property
     def source_cache(self) -> SourceCache:
@@ -266,6 +267,8 @@ def install_inbox_effects() -> None:
 
 
 class _NoDispatch:
+    name = "none"
+
     def submit(self, delivery_id: str) -> None:
         raise RuntimeError("this process does not dispatch deliveries")
 

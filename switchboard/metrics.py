@@ -69,6 +69,24 @@ def forward_to(send: Callable[[str, tuple[Any, ...]], None] | None) -> None:
     _forward = send
 
 
+_FORWARDED: dict[str, Callable[..., None]] = {}
+
+
+def _forwardable(observe_here: Callable[..., None]) -> Callable[..., None]:
+    """Processing's observations: sent to :func:`forward_to`'s ``send`` when one is set, else
+    counted here. :func:`observe` replays them by name in the serving process."""
+
+    def observation(*args: Any) -> None:
+        if _forward is not None:
+            _forward(observe_here.__name__, args)
+        else:
+            observe_here(*args)
+
+    observation.__name__, observation.__doc__ = observe_here.__name__, observe_here.__doc__
+    _FORWARDED[observe_here.__name__] = observe_here
+    return observation
+
+
 def observe(name: str, args: tuple[Any, ...]) -> None:
     """Count a forwarded observation (``name`` one of the three functions above).
 
@@ -85,11 +103,9 @@ _HTTP_REFUSALS = {401: "unverified", 413: "too_large", 400: "malformed"}
 
 
 
+@_forwardable
 def delivery_outcome(provider: str, outcome: str) -> None:
     """Count one delivery with ``outcome`` (one of :data:`OUTCOMES`)."""
-    if _forward is not None:
-        _forward("delivery_outcome", (provider, outcome))
-        return
     DELIVERIES.labels(provider=provider, outcome=outcome).inc()
 
 
@@ -134,30 +150,20 @@ def delivery_refused(hub: Hub, source_id: str, status: int, reason: str) -> None
     hub.refusals.note(source_id, reason, hub.clock.now())
 
 
+@_forwardable
 def processing_observed(seconds: float, count: int) -> None:
     """Observe ``count`` deliveries processed in one batch that took ``seconds`` (each waited
     for the whole batch) in ``switchboard_processing_seconds``."""
-    if _forward is not None:
-        _forward("processing_observed", (seconds, count))
-        return
     for _ in range(count):
         PROCESSING_SECONDS.observe(seconds)
 
 
+@_forwardable
 def wake_published(received_at: datetime, now: datetime) -> None:
     """Observe delivery → wake time (``received_at`` and ``now`` are aware UTC datetimes)."""
-    if _forward is not None:
-        _forward("wake_published", (received_at, now))
-        return
     if received_at.tzinfo is None:
         received_at = received_at.replace(tzinfo=UTC)
     WAKE_LATENCY_SECONDS.observe(max(0.0, (now - received_at).total_seconds()))
-
-
-_FORWARDED: dict[str, Callable[..., None]] = {
-    "delivery_outcome": delivery_outcome, "processing_observed": processing_observed,
-    "wake_published": wake_published,
-}
 
 
 def vault_fetched() -> None:

@@ -110,9 +110,8 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
     bell.BELL.forward = lambda: send(("bell",))
     hub = make_hub(settings, role="worker")
     hub.broker = ForwardingBroker(send)
-    from switchboard.intake.screening import warm_up
-
-    warm_up()  # the rules are built before the first delivery is taken (about 1 s)
+    if hub.warm_up is not None:
+        hub.warm_up.join()  # the hub's build of the intake rules: ready before the first delivery
     send(("ready",))
     try:
         while True:
@@ -137,12 +136,7 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
                 else:
                     ids.extend(more)
             for start in range(0, len(ids), BATCH):
-                batch = ids[start:start + BATCH]
-                try:
-                    jobs.process_batch(hub, batch)
-                except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
-                    for delivery_id in batch:
-                        jobs.process_or_record(hub, delivery_id)
+                jobs.process_all(hub, ids[start:start + BATCH])
             if stop:
                 return
     finally:
@@ -162,6 +156,9 @@ class ProcessDispatcher:
             the hub sweeps every delivery still ``received`` to it, so the ids lost with the
             old child's pipe do not wait for the sweeper's grace period.
     """
+
+    name = "process"
+    """The job mode ``/api/v1/health`` names."""
 
     def __init__(self, make_hub: Callable[..., Hub], settings: Settings, broker: Broker,
                  ring_bell: Callable[[], object], on_restart: Callable[[], object] | None = None) -> None:

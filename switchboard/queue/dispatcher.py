@@ -26,6 +26,9 @@ several workers share a burst (issue 11)."""
 class Dispatcher(Protocol):
     """Hands a stored delivery to processing."""
 
+    name: str
+    """The job mode: ``inline``, ``process`` or ``rq`` (``/api/v1/health`` says it)."""
+
     def submit(self, delivery_id: str) -> None:
         """Schedule processing; must not raise for a transient failure (the sweeper retries)."""
         ...
@@ -67,14 +70,15 @@ class InlineDispatcher:
     into one write transaction (issue 11).
 
     Args:
-        process_batch: Processes a list of delivery ids in one transaction; may raise, and then
-            nothing of the batch is committed.
-        process_one: Processes one delivery id and records its failure itself; must not raise.
+        process: Processes a list of delivery ids (in one transaction, each alone when that
+            fails: :func:`switchboard.queue.jobs.process_all`); must not raise.
     """
 
-    def __init__(self, process_batch: Callable[[list[str]], object], process_one: Callable[[str], object]) -> None:
-        self._process_batch = process_batch
-        self._process_one = process_one
+    name = "inline"
+    """The job mode ``/api/v1/health`` names."""
+
+    def __init__(self, process: Callable[[list[str]], object]) -> None:
+        self._process = process
         self._queue: stdqueue.Queue[str | None] = stdqueue.Queue()
         self._thread = threading.Thread(target=self._run, name="switchboard-inline-worker", daemon=True)
         self._thread.start()
@@ -89,11 +93,7 @@ class InlineDispatcher:
             if first is None:
                 return
             batch, stop = drain(self._queue, first, BATCH)
-            try:
-                self._process_batch(batch)
-            except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
-                for delivery_id in batch:
-                    self._process_one(delivery_id)
+            self._process(batch)
             if stop:
                 return
 
@@ -115,6 +115,8 @@ class RqDispatcher:
     """
 
     MAX_BATCH = 500
+    name = "rq"
+    """The job mode ``/api/v1/health`` names."""
 
     def __init__(self, redis_url: str) -> None:
         import redis

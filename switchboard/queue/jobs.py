@@ -389,6 +389,17 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
     return len(ids)
 
 
+def process_all(hub: Hub, delivery_ids: list[str]) -> None:
+    """Process ``delivery_ids`` in one transaction (:func:`process_batch`); when that fails
+    (nothing committed), each one alone, recording its own failure (:func:`process_or_record`).
+    Never raises: embedded mode's worker thread and processing process run this."""
+    try:
+        process_batch(hub, delivery_ids)
+    except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
+        for delivery_id in delivery_ids:
+            process_or_record(hub, delivery_id)
+
+
 def process_or_record(hub: Hub, delivery_id: str) -> str | None:
     """Process one delivery; on failure log it and record it on the row instead of raising.
 

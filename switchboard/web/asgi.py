@@ -33,7 +33,6 @@ from switchboard.hub import Hub
 from switchboard.logs import RequestIdMiddleware
 from switchboard.mcp_server.hub_server import build_server, transport_security
 from switchboard.mcp_server.sessions import AgentSessions, bind
-from switchboard.queue.child import ProcessDispatcher
 from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
@@ -133,8 +132,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         return problem(500, "internal", "internal error")
 
     liveness = {"status": "ok", "database": "sqlite" if hub.db.is_sqlite else "postgresql",
-                "jobs": "rq" if settings.redis_url else ("process" if isinstance(hub.dispatcher, ProcessDispatcher)
-                                                          else "inline")}
+                "jobs": hub.dispatcher.name}
 
     async def health(request: Request) -> Response:
         """``GET /api/v1/health``: liveness, answered on the event loop from memory. It never waits

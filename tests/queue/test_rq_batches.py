@@ -13,6 +13,7 @@ import redis
 from rq import Queue, SimpleWorker
 
 from switchboard import worker as worker_module
+from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.queue.dispatcher import RQ_BATCH, RQ_JOB, RQ_QUEUE, RqDispatcher
 from tests.conftest import CASES, World, github_headers
@@ -47,6 +48,17 @@ def _statuses(world: World, ids: list[str]) -> dict[str, str]:
         conn.close()
 
 
+def _work(settings: Settings, queue: Queue, conn: redis.Redis) -> None:
+    """Run a real rq worker (``switchboard worker``'s class and hub) until the queue is empty."""
+    hub = Hub(settings, role="worker")
+    worker_module.set_worker_hub(hub)
+    try:
+        assert SimpleWorker([queue], connection=conn).work(burst=True)
+    finally:
+        worker_module.set_worker_hub(None)  # type: ignore[arg-type]
+        hub.close()
+
+
 def test_deliveries_go_to_rq_sixteen_per_job_and_a_worker_processes_them(world: World, redis_url: str) -> None:
     conn = redis.Redis.from_url(redis_url)
     conn.flushdb()
@@ -58,13 +70,7 @@ def test_deliveries_go_to_rq_sixteen_per_job_and_a_worker_processes_them(world: 
     assert [job.func_name for job in jobs] == [RQ_JOB] * len(jobs)
     assert sorted(i for job in jobs for i in job.args[0]) == sorted(ids)
     assert all(1 <= len(job.args[0]) <= RQ_BATCH for job in jobs) and len(jobs) >= 3
-    hub = Hub(settings, role="worker")
-    worker_module.set_worker_hub(hub)
-    try:
-        assert SimpleWorker([queue], connection=conn).work(burst=True)
-    finally:
-        worker_module.set_worker_hub(None)  # type: ignore[arg-type]
-        hub.close()
+    _work(settings, queue, conn)
     assert set(_statuses(world, ids).values()) == {"processed"}
 
 
@@ -76,13 +82,7 @@ def test_a_job_of_the_version_before_still_runs(world: World, redis_url: str) ->
     queue = Queue(RQ_QUEUE, connection=conn)
     queue.enqueue("switchboard.worker.rq_process_delivery", ids[0])
     assert _statuses(world, ids) == {ids[0]: "received"}
-    hub = Hub(settings, role="worker")
-    worker_module.set_worker_hub(hub)
-    try:
-        assert SimpleWorker([queue], connection=conn).work(burst=True)
-    finally:
-        worker_module.set_worker_hub(None)  # type: ignore[arg-type]
-        hub.close()
+    _work(settings, queue, conn)
     assert _statuses(world, ids) == {ids[0]: "processed"}
 
 
