@@ -120,7 +120,9 @@ def _render_payload(r: dict[str, Any]) -> str:
 def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     if "todo_id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
-    with hub.db.write() as s:
+    # Next in queue on PostgreSQL: one statement, run without BEGIN/COMMIT round trips (issue 11).
+    one = "todo_id" not in args and leases.one_statement(not hub.db.is_sqlite, hub.clock)
+    with hub.db.write(autocommit=one) as s:
         grants = admin.grants_of(s, caller.agent_id)
         claimed = leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
                                project=args.get("project"), queue=args.get("queue"),
@@ -139,12 +141,16 @@ def _render_claim(r: dict[str, Any]) -> str:
             f"{_cut_note(t)}")
 
 
-def _held_op(op: Callable[..., dict[str, Any]], *names: str) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
-    """A tool handler running lease operation ``op`` with ``todo_id``, ``lease_token`` and ``names``."""
+def _held_op(op: Callable[..., dict[str, Any]], *names: str,
+             one_statement: bool = False) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
+    """A tool handler running lease operation ``op`` with ``todo_id``, ``lease_token`` and ``names``;
+    ``one_statement``: ``op`` writes one statement where :func:`leases.one_statement` says so
+    (``complete``), and then runs without BEGIN/COMMIT round trips."""
 
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         extra = {name: args[name] for name in names if name in args}
-        with hub.db.write() as s:
+        autocommit = one_statement and leases.one_statement(not hub.db.is_sqlite, hub.clock)
+        with hub.db.write(autocommit=autocommit) as s:
             grants = admin.grants_of(s, caller.agent_id)
             return op(s, hub.clock, caller.agent_id, grants, todo_id=args["todo_id"],
                       lease_token=args.get("lease_token"), session_key=caller.session_key, **extra)
@@ -343,7 +349,7 @@ TOOLS: list[ToolSpec] = [
         "Mark a todo you hold as done, with an optional result (object or text).",
         _schema({"todo_id": _TODO_ID, "result": {"description": "What you did: a JSON object or text."},
                  "lease_token": _LEASE_TOKEN}, ["todo_id"]),
-        outputs.TODO_ROW_OUT, WRITE, _held_op(leases.complete, "result"), _render_row),
+        outputs.TODO_ROW_OUT, WRITE, _held_op(leases.complete, "result", one_statement=True), _render_row),
     ToolSpec(
         "todo_fail", "Report a failed attempt",
         "Report that an attempt failed, with a summary. The todo is retried after a backoff (30 s doubling, "

@@ -84,6 +84,21 @@ def _db_clock(session: Session, clock: Clock) -> bool:
     return isinstance(clock, SystemClock) and session.get_bind().dialect.name == "postgresql"
 
 
+def one_statement(is_postgres: bool, clock: Clock, by_id: bool = False) -> bool:
+    """Whether a next-in-queue :func:`claim` (``by_id`` false) or a :func:`complete` writes with
+    one statement: on PostgreSQL with the system clock. Its caller may then run it in
+    ``Database.write(autocommit=True)`` (no BEGIN and COMMIT round trips, issue 11)."""
+    return is_postgres and isinstance(clock, SystemClock) and not by_id
+
+
+def _require_transaction(session: Session) -> None:
+    """Refuse to write several statements outside a transaction (a crash between them would
+    leave a claim without its attempt row)."""
+    if session.get_bind().get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        raise RuntimeError("this lease operation writes several statements: run it in Database.write() "
+                           "without autocommit (see leases.one_statement)")
+
+
 def claim(
     session: Session,
     clock: Clock,
@@ -123,6 +138,8 @@ def claim(
     check_lease_seconds(lease_seconds)
     # Next in queue on PostgreSQL with the system clock: the UPDATE reads now() itself.
     sql_now = todo_id is None and _db_clock(session, clock)
+    if not sql_now:
+        _require_transaction(session)
     now = None if sql_now else lease_now(session, clock)
     if todo_id is not None:
         assert now is not None
@@ -230,6 +247,7 @@ def heartbeat(session: Session, clock: Clock, agent_id: str, grants: dict[str, s
         Conflict: not held by the caller, stale token, or expired lease.
     """
     check_lease_seconds(lease_seconds)
+    _require_transaction(session)
     now = lease_now(session, clock)
     todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     expires = max(todo.lease_expires_at or now, now + timedelta(seconds=lease_seconds))
@@ -251,6 +269,8 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         Conflict: not held by the caller, stale token, or expired lease.
     """
     sql_now = _db_clock(session, clock)  # PostgreSQL, system clock: the UPDATE reads now() itself
+    if not sql_now:
+        _require_transaction(session)
     stored = result if isinstance(result, dict) else ({"value": result} if result is not None else None)
     work = [pid for pid, role in grants.items() if role == "work"]
     params: dict[str, Any] = {"b_id": todo_id, "b_agent": agent_id, "b_projects": work, "b_result": stored}
@@ -291,6 +311,7 @@ def fail(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], 
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
+    _require_transaction(session)
     now = lease_now(session, clock)
     todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     failures = todo.failure_count + 1
@@ -315,6 +336,7 @@ def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
+    _require_transaction(session)
     now = lease_now(session, clock)
     todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     _transition(session, todo, state="pending", lease_token=None, lease_expires_at=None, claimed_by=None,

@@ -1,0 +1,154 @@
+"""PostgreSQL round trips on the claim path (issue 11): ``Database.write(autocommit=True)`` runs a
+one-statement claim or complete without BEGIN and COMMIT, lease operations that write several
+statements refuse such a session, and the pool pings only connections idle past
+``db.PING_IDLE_SECONDS`` (instead of every checkout) yet still replaces a dead one unseen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import select
+
+from switchboard import admin, db
+from switchboard.config import Settings
+from switchboard.errors import DependencyUnavailable
+from switchboard.feed import bell
+from switchboard.hub import Hub
+from switchboard.models import Agent, Attempt, FeedEvent, Todo
+from switchboard.queue import leases
+from switchboard.queue.todos import create
+from tests.conftest import configure
+from tests.services import fresh_postgres_database
+
+
+@pytest.fixture
+def pg_hub(postgres_url: str, tmp_path: Path) -> Iterator[Hub]:
+    """A configured hub on PostgreSQL with the system clock (claims and completes are one statement)."""
+    settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
+    configure(settings)
+    h = Hub(settings, role="cli")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def _agent(hub: Hub) -> tuple[str, dict[str, str], str]:
+    """claude1 (work on acme, from ``configure``): its id, its grants, and acme's id."""
+    with hub.db.read() as s:
+        agent = s.execute(select(Agent)).scalars().one()
+        project_id = str(s.execute(sa.text("SELECT id FROM projects")).scalar_one())
+        return agent.id, admin.grants_of(s, agent.id), project_id
+
+
+def _todo(hub: Hub, project_id: str) -> str:
+    with hub.db.write() as s:
+        todo, _ = create(s, hub.clock, project_id=project_id, queue="q", kind="task", title="t", payload=None)
+        return todo.id
+
+
+def _psycopg_url(hub: Hub) -> str:
+    return sa.engine.make_url(hub.settings.database_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+
+
+def test_one_statement_only_where_a_claim_is_one_statement(pg_hub: Hub) -> None:
+    assert leases.one_statement(True, pg_hub.clock)
+    assert not leases.one_statement(True, pg_hub.clock, by_id=True)  # attempt and event written apart
+    assert not leases.one_statement(False, pg_hub.clock)  # SQLite: BEGIN IMMEDIATE is the writer lock
+
+
+def test_claim_and_complete_in_autocommit_write_everything_and_ring_the_bell(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = pg_hub
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    rings: list[int] = []
+    monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
+    with hub.db.write(autocommit=True) as s:
+        claimed = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="q", is_postgres=True)
+        # No BEGIN: the claim is visible to another connection before this session ends.
+        with psycopg.connect(_psycopg_url(hub)) as other:
+            state = other.execute("SELECT state FROM todos WHERE id = %s", (todo_id,)).fetchone()
+        assert state == ("claimed",)
+    assert rings == [1]
+    with hub.db.write(autocommit=True) as s:
+        done = leases.complete(s, hub.clock, agent_id, grants, todo_id=todo_id, result={"ok": 1},
+                               lease_token=claimed["lease_token"])
+    assert done["state"] == "done" and rings == [1, 1]
+    with hub.db.read() as s:
+        attempt = s.execute(select(Attempt).where(Attempt.todo_id == todo_id)).scalars().one()
+        kinds = s.execute(select(FeedEvent.kind).where(FeedEvent.subject_id == todo_id)
+                          .order_by(FeedEvent.id)).scalars().all()  # type: ignore[arg-type]
+        todo = s.get(Todo, todo_id)
+    assert attempt.outcome == "completed" and attempt.ended_at is not None
+    assert kinds == ["todo.created", "todo.claimed", "todo.completed"]
+    assert todo is not None and todo.result == {"ok": 1}
+
+
+def test_a_complete_refused_in_autocommit_still_says_why(pg_hub: Hub) -> None:
+    hub = pg_hub
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    with hub.db.write(autocommit=True) as s:
+        leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="q", is_postgres=True)
+    with pytest.raises(Exception, match="lease token is stale"), hub.db.write(autocommit=True) as s:
+        leases.complete(s, hub.clock, agent_id, grants, todo_id=todo_id, lease_token="not-the-token")
+
+
+@pytest.mark.parametrize("operation", ["claim_by_id", "fail", "release", "heartbeat"])
+def test_multi_statement_lease_operations_refuse_autocommit(pg_hub: Hub, operation: str) -> None:
+    hub = pg_hub
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    if operation != "claim_by_id":
+        with hub.db.write() as s:
+            token = leases.claim(s, hub.clock, agent_id, grants, todo_id=todo_id)["lease_token"]
+    with pytest.raises(RuntimeError, match="several statements"), hub.db.write(autocommit=True) as s:
+        if operation == "claim_by_id":
+            leases.claim(s, hub.clock, agent_id, grants, todo_id=todo_id)
+        else:
+            getattr(leases, operation)(s, hub.clock, agent_id, grants, todo_id=todo_id, lease_token=token)
+    with hub.db.read() as s:
+        todo = s.get(Todo, todo_id)
+        attempts = s.execute(select(sa.func.count()).select_from(Attempt)).scalar_one()
+    assert todo is not None
+    assert (todo.state, attempts) == (("pending", 0) if operation == "claim_by_id" else ("claimed", 1))
+
+
+def _kill_other_backends(hub: Hub) -> int:
+    database = sa.engine.make_url(hub.settings.database_url).database
+    with psycopg.connect(_psycopg_url(hub), autocommit=True) as admin_conn:
+        rows = admin_conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,)).fetchall()
+    return len(rows)
+
+
+def test_a_connection_idle_past_the_ping_interval_is_replaced_unseen(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = pg_hub
+    with hub.db.write() as s:
+        s.execute(sa.text("SELECT 1"))
+    monkeypatch.setattr(db, "PING_IDLE_SECONDS", 0.0)
+    assert _kill_other_backends(hub) >= 1  # the pooled connection dies (a server restart, an idle timeout)
+    with hub.db.write() as s:
+        assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
+
+
+def test_a_connection_used_within_the_ping_interval_is_not_pinged(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = pg_hub
+    with hub.db.write() as s:
+        s.execute(sa.text("SELECT 1"))
+    monkeypatch.setattr(db, "PING_IDLE_SECONDS", 3600.0)
+    _kill_other_backends(hub)
+    # Not pinged: the dead connection fails its statement with a 503, and the pool is invalidated.
+    with pytest.raises(DependencyUnavailable), hub.db.write() as s:
+        s.execute(sa.text("SELECT 1"))
+    with hub.db.write() as s:
+        assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
