@@ -68,6 +68,18 @@ def depth_of_text(text: str, limit: int = MAX_DEPTH) -> int:
     return peak
 
 
+def deeper_than(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``text`` nests deeper than ``limit`` (:func:`depth_of_text`, strings skipped).
+
+    A text with at most ``limit`` opening brackets in all, inside strings or not, cannot nest
+    deeper, and two ``str.count`` calls say so without the walk: most webhook bodies (issue 11:
+    the walk was about a tenth of the receiver's time per request).
+    """
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    return depth_of_text(text, limit) > limit
+
+
 def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     """Parse a JSON request body under the shape rules.
 
@@ -86,7 +98,7 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
             data = data.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidArgument("the body is not valid UTF-8") from None
-    if depth_of_text(data, max_depth) > max_depth:
+    if deeper_than(data, max_depth):
         raise InvalidArgument(f"JSON nests deeper than {max_depth} levels")
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)

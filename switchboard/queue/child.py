@@ -8,13 +8,14 @@ that runs :func:`switchboard.queue.jobs.process_batch` with its own hub and inte
 
 The contract is the one of :class:`~switchboard.queue.dispatcher.InlineDispatcher`:
 
-- ``submit(delivery_id)`` only queues the id in memory (no I/O: the delivery writer calls it
-  after its commit); a sender thread writes the waiting ids to the child's pipe as one list.
+- ``submit(delivery_ids)`` only queues the ids in memory (no I/O: the delivery writer calls it
+  once per commit); a sender thread writes the waiting ids to the child's pipe as one list.
 - The child takes every list waiting (up to :data:`BATCH` ids) into one write transaction, and
   one at a time after a batch fails (the failure is recorded on the row).
 - What processing publishes comes back on a second pipe and is published by ``serve``: wakes
   to its attached sessions, inbox rings and stream nudges (:class:`ForwardingBroker`), feed bell
-  rings, and the metrics processing observes. Each is sent after its transaction commits.
+  rings, and the metrics processing observes. They are sent after their transaction commits,
+  one message per processed batch (``("batch", [...])``).
 - Nothing acknowledged is lost: the database is the record. Ids in a pipe when the child dies
   are deliveries still ``received``: a supervisor thread starts another child (after
   :data:`RESTART_SECONDS`, doubling while children die young or cannot be started), and once it
@@ -98,13 +99,27 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
     logs.configure(settings.log_level, settings.log_format)
     install()  # as in serve: no payloads or credentials in any log (issue 13 item 6)
     send_lock = threading.Lock()
+    pending: list[tuple[Any, ...]] = []
+    main_thread = threading.get_ident()
 
-    def send(message: tuple[Any, ...]) -> None:
+    def flush() -> None:
+        """Send what the batch produced as one message (one pickle, one write, one wake-up of
+        serve's relay thread instead of one per wake and metric: issue 11)."""
         with send_lock:
+            if not pending:
+                return
+            message = pending[0] if len(pending) == 1 else ("batch", list(pending))
+            pending.clear()
             try:
                 outbox.send(message)
             except (OSError, ValueError):  # serve is gone; the records are in the database
                 pass
+
+    def send(message: tuple[Any, ...]) -> None:
+        with send_lock:
+            pending.append(message)
+        if threading.get_ident() != main_thread:
+            flush()  # not the processing loop: nothing else would flush it soon
 
     metrics.forward_to(lambda name, args: send(("metric", name, args)))
     bell.BELL.forward = lambda: send(("bell",))
@@ -113,6 +128,7 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
     if hub.warm_up is not None:
         hub.warm_up.join()  # the hub's build of the intake rules: ready before the first delivery
     send(("ready",))
+    flush()
     try:
         while True:
             try:
@@ -137,10 +153,12 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
                     ids.extend(more)
             for start in range(0, len(ids), BATCH):
                 jobs.process_all(hub, ids[start:start + BATCH])
+                flush()  # after the commit: the wakes of this batch go out now
             if stop:
                 return
     finally:
         hub.close()
+        flush()
 
 
 class ProcessDispatcher:
@@ -167,7 +185,7 @@ class ProcessDispatcher:
         self._settings = settings
         self._broker = broker
         self._ring_bell = ring_bell
-        self._ids: stdqueue.SimpleQueue[str | None] = stdqueue.SimpleQueue()
+        self._ids: stdqueue.SimpleQueue[list[str] | None] = stdqueue.SimpleQueue()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._ready = threading.Event()
@@ -278,9 +296,10 @@ class ProcessDispatcher:
                 return False
         return True
 
-    def submit(self, delivery_id: str) -> None:
-        """Queue a delivery for the child (no I/O; never raises)."""
-        self._ids.put(delivery_id)
+    def submit(self, delivery_ids: list[str]) -> None:
+        """Queue deliveries for the child (no I/O; never raises)."""
+        if delivery_ids:
+            self._ids.put(list(delivery_ids))
 
     def _send_loop(self) -> None:
         """The one writer of the child's pipe: lists of ids, then ``None`` when closing."""
@@ -289,7 +308,8 @@ class ProcessDispatcher:
             stop = first is None
             batch: list[str] = []
             if first is not None:
-                batch, stop = drain(self._ids, first, 500)
+                lists, stop = drain(self._ids, first, 500)
+                batch = [i for ids in lists for i in ids]
             with self._lock:
                 pipe = self._to_child
             try:
@@ -312,7 +332,13 @@ class ProcessDispatcher:
     def _apply(self, message: tuple[Any, ...]) -> None:
         """Publish one message of the child in this process."""
         kind = message[0]
-        if kind == "wake":
+        if kind == "batch":
+            for each in message[1]:
+                try:
+                    self._apply(each)
+                except Exception:  # one doorbell lost, not the rest of the batch's
+                    log.exception("could not apply a message from the processing process")
+        elif kind == "wake":
             from switchboard.notify.wakes import Wake
 
             self._broker.publish_wake(Wake.from_dict(message[1]))

@@ -29,8 +29,10 @@ class Dispatcher(Protocol):
     name: str
     """The job mode: ``inline``, ``process`` or ``rq`` (``/api/v1/health`` says it)."""
 
-    def submit(self, delivery_id: str) -> None:
-        """Schedule processing; must not raise for a transient failure (the sweeper retries)."""
+    def submit(self, delivery_ids: list[str]) -> None:
+        """Schedule processing of stored deliveries (one call per writer commit or sweep: one
+        wake-up of the hand-off thread, not one per delivery); must not raise for a transient
+        failure (the sweeper retries)."""
         ...
 
     def close(self) -> None:
@@ -83,9 +85,10 @@ class InlineDispatcher:
         self._thread = threading.Thread(target=self._run, name="switchboard-inline-worker", daemon=True)
         self._thread.start()
 
-    def submit(self, delivery_id: str) -> None:
-        """Queue a delivery for the worker thread."""
-        self._queue.put(delivery_id)
+    def submit(self, delivery_ids: list[str]) -> None:
+        """Queue deliveries for the worker thread."""
+        for delivery_id in delivery_ids:
+            self._queue.put(delivery_id)
 
     def _run(self) -> None:
         while True:
@@ -124,31 +127,22 @@ class RqDispatcher:
 
         self._redis = redis.Redis.from_url(redis_url)
         self._queue = Queue(RQ_QUEUE, connection=self._redis)
-        self._ids: stdqueue.SimpleQueue[str | None] = stdqueue.SimpleQueue()
+        self._ids: stdqueue.SimpleQueue[list[str] | None] = stdqueue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="switchboard-rq-handoff", daemon=True)
         self._thread.start()
 
-    def submit(self, delivery_id: str) -> None:
-        """Queue a delivery for the hand-off thread (no I/O)."""
-        self._ids.put(delivery_id)
+    def submit(self, delivery_ids: list[str]) -> None:
+        """Queue deliveries for the hand-off thread (no I/O)."""
+        if delivery_ids:
+            self._ids.put(list(delivery_ids))
 
     def _run(self) -> None:
         while True:
             first = self._ids.get()
             if first is None:
                 return
-            batch = [first]
-            stop = False
-            while len(batch) < self.MAX_BATCH:
-                try:
-                    more = self._ids.get_nowait()
-                except stdqueue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                batch.append(more)
-            self.enqueue(batch)
+            lists, stop = drain(self._ids, first, self.MAX_BATCH)
+            self.enqueue([i for ids in lists for i in ids])
             if stop:
                 return
 

@@ -378,9 +378,8 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
             .scalars()
             .all()
         )
-    for delivery_id in ids:
-        hub.dispatcher.submit(delivery_id)
     if ids:
+        hub.dispatcher.submit(list(ids))
         log.info("sweeper re-dispatched %d stuck deliveries", len(ids))
     with hub.db.write() as session:
         expired = quarantine.expire(session, hub.clock, timedelta(days=hub.settings.quarantine_days))

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from switchboard.errors import MalformedPayload
-from switchboard.intake.json_shape import MAX_DEPTH, depth_of_text
+from switchboard.intake.json_shape import MAX_DEPTH, deeper_than
 from switchboard.text import readable
 
 TITLE_MAX_CHARS = 200
@@ -53,6 +53,10 @@ def number(value: object, prefix: str = "#") -> str:
 
 
 _SURROGATE = re.compile("[\x00\ud800-\udfff]")
+# A parsed string can hold NUL or a surrogate only if the text has one, or a \u escape of one
+# (a valid pair such as \ud83d\ude00 matches too, and passes the walk): without either, the
+# walk over every string of the parsed value is skipped (issue 11).
+_MAYBE_BAD = re.compile(r"[\x00\ud800-\udfff]|\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 
 
 def _reject_constant(name: str) -> Any:
@@ -111,7 +115,7 @@ def load_json_object(data: bytes | str) -> dict[str, Any]:
             data = data.decode("utf-8")
         except UnicodeDecodeError:
             raise MalformedPayload("body is not valid UTF-8") from None
-    if depth_of_text(data) > MAX_DEPTH:  # every stored todo stays readable over MCP (issue 13 item 7)
+    if deeper_than(data, MAX_DEPTH):  # every stored todo stays readable over MCP (issue 13 item 7)
         raise MalformedPayload(f"body nests deeper than {MAX_DEPTH} levels")
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float,
@@ -120,7 +124,8 @@ def load_json_object(data: bytes | str) -> dict[str, Any]:
         raise MalformedPayload("body is not valid JSON (RFC 8259, UTF-8, unique keys, finite numbers)") from None
     if not isinstance(value, dict):
         raise MalformedPayload("body must be a JSON object")
-    _check_strings(value)
+    if _MAYBE_BAD.search(data):
+        _check_strings(value)
     return value
 
 

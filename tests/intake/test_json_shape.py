@@ -92,3 +92,19 @@ def test_depth_of_escaped_quotes_without_an_end_is_found_in_one_pass() -> None:
     text = '"' + '\\"' * 100_000 + "\\"
     assert json_shape.depth_of_text(text) == 0
     assert json_shape.depth_of_text("[" * 65 + text) == 65
+
+
+def test_deeper_than_agrees_with_the_walk_on_both_of_its_paths() -> None:
+    # Small limits take the walk, large ones the bracket count; both must give the walk's answer
+    # (seeded: the same texts on every run).
+    rng = random.Random(12)
+    for _ in range(20_000):
+        text = "".join(rng.choice('"\\[]{}a\n') for _ in range(rng.randint(0, 24)))
+        limit = rng.randint(0, 14)
+        assert json_shape.deeper_than(text, limit) == (_depth_by_walking(text) > limit), (repr(text), limit)
+
+
+def test_brackets_in_strings_past_the_count_still_walk() -> None:
+    text = '{"a": "' + "[" * 100 + '", "b": ' + "[" * 3 + "]" * 3 + "}"
+    assert not json_shape.deeper_than(text, 4)
+    assert json_shape.deeper_than("[" * 5 + "]" * 5, 4)

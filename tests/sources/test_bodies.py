@@ -1,0 +1,35 @@
+"""Strict JSON bodies (``sources/bodies.py``): NUL and lone surrogates are refused however they are
+written, and the fast path that skips the walk over every string (issue 11) never lets one by."""
+
+from __future__ import annotations
+
+import pytest
+
+from switchboard.errors import MalformedPayload
+from switchboard.sources.bodies import load_json_object
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": "\\u0000"}', b'{"a": "x\\u0000y"}', b'{"\\ud800": 1}', b'{"a": ["\\uDFFF"]}', b'{"a": "\\uDbFf"}',
+    b'{"a": {"b": "\\ud83d"}}', b'{"a": "\\ude00\\ud83d"}',
+])
+def test_nul_and_lone_surrogate_escapes_are_refused(raw: bytes) -> None:
+    with pytest.raises(MalformedPayload, match="NUL or a lone UTF-16 surrogate"):
+        load_json_object(raw)
+
+
+def test_text_given_as_a_string_with_a_raw_surrogate_or_nul_is_refused() -> None:
+    # A form field's payload arrives as text, not bytes.
+    for text in ('{"a": "\ud800"}', '{"\udc00": 1}'):
+        with pytest.raises(MalformedPayload):
+            load_json_object(text)
+
+
+@pytest.mark.parametrize(("raw", "value"), [
+    (b'{"a": "\\\\u0000"}', "\\u0000"),  # an escaped backslash: the text \u0000, not NUL
+    (b'{"a": "\\ud83d\\ude00"}', "\U0001F600"),  # a valid pair
+    (b'{"a": "\\u00e9\\u4e2d"}', "\u00e9\u4e2d"),
+    (b'{"a": "plain"}', "plain"),
+])
+def test_other_escapes_pass(raw: bytes, value: str) -> None:
+    assert load_json_object(raw)["a"] == value
