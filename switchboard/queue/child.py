@@ -155,8 +155,11 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
                 else:
                     ids.extend(more)
             for start in range(0, len(ids), BATCH):
-                jobs.process_all(hub, ids[start:start + BATCH])
-                flush()  # after the commit: the wakes of this batch go out now
+                # After each commit the wakes it produced go out: the batch's after its one
+                # commit, and each delivery's at once when the batch failed and they are
+                # processed one at a time (a later one may wait out a lock meanwhile).
+                jobs.process_all(hub, ids[start:start + BATCH], after_each=flush)
+                flush()
             if stop:
                 return
     finally:

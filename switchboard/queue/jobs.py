@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
@@ -388,15 +389,22 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
     return len(ids)
 
 
-def process_all(hub: Hub, delivery_ids: list[str]) -> None:
+def process_all(hub: Hub, delivery_ids: list[str], after_each: Callable[[], None] | None = None) -> None:
     """Process ``delivery_ids`` in one transaction (:func:`process_batch`); when that fails
     (nothing committed), each one alone, recording its own failure (:func:`process_or_record`).
-    Never raises: embedded mode's worker thread and processing process run this."""
+    Never raises: embedded mode's worker thread and processing process run this.
+
+    Args:
+        after_each: called after each commit of the one-at-a-time fallback (the processing
+            process sends that delivery's wakes then, not after the rest of the batch).
+    """
     try:
         process_batch(hub, delivery_ids)
     except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
         for delivery_id in delivery_ids:
             process_or_record(hub, delivery_id)
+            if after_each is not None:
+                after_each()
 
 
 def process_or_record(hub: Hub, delivery_id: str) -> str | None:

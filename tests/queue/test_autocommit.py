@@ -152,3 +152,17 @@ def test_a_connection_used_within_the_ping_interval_is_not_pinged(
         s.execute(sa.text("SELECT 1"))
     with hub.db.write() as s:
         assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
+
+
+def test_a_write_after_an_autocommit_write_is_one_transaction_again(pg_hub: Hub) -> None:
+    # Review of 0aa79ae: the pooled connection goes back without its AUTOCOMMIT, so a plain
+    # write that fails rolls back every statement it ran.
+    hub = pg_hub
+    with hub.db.write(autocommit=True) as s:
+        s.execute(sa.text("SELECT 1"))
+    with pytest.raises(ZeroDivisionError), hub.db.write() as s:
+        s.execute(sa.text("CREATE TABLE review_probe (x int)"))
+        s.execute(sa.text("INSERT INTO review_probe VALUES (1)"))
+        1 / 0  # noqa: B018
+    with hub.db.read() as s:
+        assert s.execute(sa.text("SELECT to_regclass('review_probe')")).scalar_one() is None

@@ -4,20 +4,29 @@ child is killed, and what it publishes (metrics, feed bell) reaches the serving 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import multiprocessing as mp
 import os
 import signal
 import sqlite3
+from typing import Any
 
 import httpx2
 import pytest
+import sqlalchemy as sa
 
 from switchboard import metrics
 from switchboard.config import Settings
 from switchboard.errors import ConfigError
-from switchboard.queue.child import ProcessDispatcher
+from switchboard.hub import Hub
+from switchboard.models.stamps import read_stamp
+from switchboard.queue.child import ProcessDispatcher, child_main
 from switchboard.queue.dispatcher import InlineDispatcher
+from switchboard.sealing.columns import BODY_MAGIC
+from switchboard.web.ingest import DeliveryWriter
 from tests.conftest import CASES, World, github_headers, serve_in_thread, wait_for
+from tests.web.test_delivery_writer import _row
 
 
 def _bodies(n: int, first: int = 0) -> list[bytes]:
@@ -124,3 +133,56 @@ def test_an_injected_clock_keeps_the_thread(world: World) -> None:
         assert isinstance(hub.dispatcher, InlineDispatcher)
     finally:
         hub.close()
+
+
+def _kinds(message: tuple[Any, ...]) -> list[str]:
+    return [m[0] for m in message[1]] if message[0] == "batch" else [message[0]]
+
+
+def test_a_delivery_processed_alone_after_a_failed_batch_sends_its_wake_at_once(world: World) -> None:
+    # Regression (review of b925b82): the child held every message until its whole batch was
+    # processed, so after a failed batch the wake of a delivery committed alone waited for the
+    # rest of the batch, each one alone (and any lock one of them waits out).
+    hub = Hub(world.settings, role="cli")
+    writer = DeliveryWriter(hub, lambda ids: None)
+    try:
+        with hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        rows = [dict(_row(hub, world.source_id, world.project_id, n), raw_body=body, body_bytes=len(body),
+                     headers={k.lower(): v for k, v in github_headers(body, world.secret, delivery=f"alone-{n}").items()})
+                for n, body in enumerate(_bodies(3))]
+
+        async def store() -> list[tuple[str, str | None]]:
+            return [await writer.store(r, stamp) for r in rows]
+
+        assert [o for o, _ in asyncio.run(store())] == ["stored"] * 3
+    finally:
+        writer.close()
+    with hub.db.write() as s:  # a body no key opens: the batch fails, then this one alone
+        s.execute(sa.text("UPDATE deliveries SET raw_body = :b WHERE id = :i"),
+                  {"b": BODY_MAGIC + b"\x05nokey" + bytes(40), "i": rows[1]["id"]})
+    hub.close()
+    ctx = mp.get_context("spawn")
+    to_child_r, to_child_w = ctx.Pipe(duplex=False)
+    from_child_r, from_child_w = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=child_main, args=(Hub, world.settings, to_child_r, from_child_w))
+    process.start()
+    from_child_w.close()
+    to_child_r.close()
+    try:
+        received: list[tuple[Any, ...]] = []
+        while not received or "ready" not in _kinds(received[-1]):
+            assert from_child_r.poll(30)
+            received.append(from_child_r.recv())
+        to_child_w.send([r["id"] for r in rows])
+        to_child_w.send(None)
+        received = []
+        while True:
+            try:
+                received.append(from_child_r.recv())
+            except EOFError:
+                break
+    finally:
+        process.join(30)
+    wakes = [_kinds(m).count("wake") for m in received if "wake" in _kinds(m)]
+    assert wakes == [1, 1]  # each in its own message, sent after its own commit
