@@ -269,7 +269,7 @@ def install_inbox_effects() -> None:
 class _NoDispatch:
     name = "none"
 
-    def submit(self, delivery_id: str) -> None:
+    def submit(self, delivery_ids: list[str]) -> None:
         raise RuntimeError("this process does not dispatch deliveries")
 
     def close(self) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlmodel import Session
 
 from switchboard import metrics
@@ -309,24 +309,26 @@ def _consume_verdict(
 def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
     """Count a crashed processing run; at the limit, mark the delivery ``failed``.
 
-    The error class name is recorded, never its message (it may quote payload text).
+    The error class name is recorded, never its message (it may quote payload text). The row is
+    changed with UPDATE statements, never loaded: a body that cannot be opened (a sealed body
+    whose key left the ring) is the likeliest crash, and loading the row would open it again.
     """
     with hub.db.write() as session:
-        delivery = session.get(Delivery, delivery_id)
-        if delivery is None or delivery.status != "received":
+        failures = session.execute(
+            update(Delivery)
+            .where(Delivery.id == delivery_id, Delivery.status == "received")  # type: ignore[arg-type]
+            .values(process_failures=Delivery.process_failures + 1)
+            .returning(Delivery.process_failures)
+        ).scalar()
+        if failures is None or failures < MAX_PROCESS_FAILURES:
             return
-        delivery.process_failures += 1
-        if delivery.process_failures >= MAX_PROCESS_FAILURES:
-            delivery.status, delivery.error_code = "failed", "processing_failed"
-            delivery.error_detail = (
-                f"processing crashed {delivery.process_failures} times ({type(exc).__name__})"
-            )
-            delivery.processed_at = hub.clock.now()
-            log.error(
-                "delivery %s failed processing %d times; marked failed",
-                delivery_id,
-                delivery.process_failures,
-            )
+        session.execute(
+            update(Delivery)
+            .where(Delivery.id == delivery_id)  # type: ignore[arg-type]
+            .values(status="failed", error_code="processing_failed", processed_at=hub.clock.now(),
+                    error_detail=f"processing crashed {failures} times ({type(exc).__name__})")
+        )
+    log.error("delivery %s failed processing %d times; marked failed", delivery_id, failures)
 
 
 _SAFE_KIND = re.compile(r"[^a-z0-9_.-]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from switchboard.clock import utcnow
 from switchboard.hub import Hub
@@ -184,4 +184,30 @@ def test_cached_attribution_and_recipients_follow_changes_made_by_another_proces
         assert published[-1].agent_ids == [world.agent_id, second]
     finally:
         other.close()
+        hub.close()
+
+
+def test_a_delivery_whose_sealed_body_cannot_be_opened_is_failed_after_its_retries(world: World) -> None:
+    # Review of b925b82: recording the failure loaded the row, which opened the body again and
+    # failed the same way, so the delivery stayed 'received' and was swept forever.
+    from switchboard.models.sources import MAX_PROCESS_FAILURES
+    from switchboard.queue.jobs import process_or_record
+    from switchboard.sealing.columns import BODY_MAGIC
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        delivery_id = _store(hub, world, ISSUE)
+        with hub.db.write() as s:  # sealed under a key id no ring holds
+            s.execute(text("UPDATE deliveries SET raw_body = :b WHERE id = :i"),
+                      {"b": BODY_MAGIC + b"\x05nokey" + bytes(40), "i": delivery_id})
+        for attempt in range(1, MAX_PROCESS_FAILURES + 1):
+            assert process_or_record(hub, delivery_id) is None
+            with hub.db.read() as s:
+                row = s.execute(text("SELECT status, process_failures, error_code, error_detail FROM deliveries "
+                                     "WHERE id = :i"), {"i": delivery_id}).one()
+            assert row.process_failures == attempt
+        assert (row.status, row.error_code) == ("failed", "processing_failed")
+        assert row.error_detail == f"processing crashed {MAX_PROCESS_FAILURES} times (SwitchboardError)"
+        assert _count(hub, Todo) == 0
+    finally:
         hub.close()
