@@ -36,6 +36,11 @@ def readable(text: str, *, multiline: bool = False) -> str:
         (Cc: ESC and every other C0/C1 code), private use (Co), surrogates (Cs), line and
         paragraph separators and the invisible fillers are dropped.
     """
+    if text.isascii() and text.isprintable():
+        # Printable ASCII holds none of the dropped code points (no controls, no tabs or line
+        # breaks): the per-character walk would keep every one (issue 11: titles of every
+        # delivery, at receive time and in processing).
+        return text if multiline else " ".join(text.split())
     if multiline:
         text = text.replace("\r\n", "\n")
     keep = "\n\t" if multiline else "\t\n\r"
