@@ -67,12 +67,18 @@ def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             total += int(line.split()[1])
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    for child in children.read_text().split() if children.exists() else []:
+    # Each thread has its own children list: the processing process is started by serve's
+    # supervisor thread, so the main thread's list alone misses it.
+    for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += _rss_kib(int(child))
-        except OSError:  # it exited meanwhile
-            pass
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for child in children:
+            try:
+                total += _rss_kib(int(child))
+            except OSError:  # it exited meanwhile
+                pass
     return total
 
 
