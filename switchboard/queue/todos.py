@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from switchboard import paging
@@ -18,6 +18,7 @@ from switchboard.errors import Conflict, Forbidden, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Grant, Todo, in_state
 from switchboard.models.base import new_id
+from switchboard.prepared import Prepared
 from switchboard.scope import resolve_projects
 
 MAX_LIST_LIMIT = 200
@@ -74,14 +75,14 @@ def _insert(session: Session, clock: Clock, *, project_id: str, queue: str, kind
     stmt = _INSERTS.get(dialect)
     if stmt is None:
         stmt = _INSERTS[dialect] = _insert_statement(dialect)
-    inserted = session.connection().execute(stmt, {
+    inserted = stmt.run(session, {
         "id": todo_id, "project_id": project_id, "queue": queue, "state": "pending", "kind": kind, "title": title,
         "payload": payload, "origin_key": origin_key, "source_id": source_id, "delivery_id": delivery_id,
         "human_id": human_id, "assigned_agent_id": None, "priority": 0, "attempt_count": 0, "failure_count": 0,
         "max_attempts": MAX_ATTEMPTS, "claimed_by": None, "lease_token": None, "lease_session": None,
         "lease_expires_at": None, "next_retry_at": None, "rung_at": now if rung else None,
-        "ring_count": 1 if rung else 0, "result": None, "created_at": now, "updated_at": now}).first()
-    if inserted is None:
+        "ring_count": 1 if rung else 0, "result": None, "created_at": now, "updated_at": now})
+    if not inserted:
         existing = session.connection().execute(select(TODOS.c.id).where(TODOS.c.origin_key == origin_key)).scalar_one()
         return str(existing), False
     feed.record(session, clock, project_id, "todo.created", title, subject_id=todo_id,
@@ -99,7 +100,11 @@ def _insert_statement(dialect: str) -> Any:
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
         from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    return dialect_insert(TODOS).on_conflict_do_nothing(index_elements=["origin_key"]).returning(TODOS.c.id)
+    # Prepared (compiled once, run on the DBAPI cursor with the columns' own conversions): the
+    # todo INSERT was the largest single step of processing's write transaction (issue 11).
+    return Prepared(
+        dialect_insert(TODOS).values({c.name: bindparam(c.name, type_=c.type) for c in TODOS.c})
+        .on_conflict_do_nothing(index_elements=["origin_key"]).returning(TODOS.c.id), [TODOS.c.id])
 
 
 def row(todo: Todo, project_name: str | None = None, with_payload: bool = False) -> dict[str, Any]:
