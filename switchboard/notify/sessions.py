@@ -28,6 +28,7 @@ from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.feed.events import settled
 from switchboard.models import AgentEvent, AgentSession
+from switchboard.prepared import Prepared
 
 LIVE_SECONDS = 45  # three missed 15 s heartbeats
 EVENT_KEEP_SECONDS = 24 * 3600
@@ -125,23 +126,22 @@ def emit(
     """
     now = clock.now()
     # One INSERT ... RETURNING id (no unit of work, nothing else flushed: issue 11).
-    event_id = (
-        session.connection()
-        .execute(
-            _INSERT_EVENT,
-            {"agent_id": agent_id, "session_id": session_id, "kind": kind, "data": data, "created_at": now},
-        )
-        .scalar_one()
-    )
+    found = _INSERT_EVENT.run(
+        session, {"agent_id": agent_id, "session_id": session_id, "kind": kind, "data": data, "created_at": now})
     if session_id is not None:
-        session.connection().execute(_WOKEN, {"b_session": session_id, "b_now": now})
-    return int(event_id)
+        _WOKEN.run(session, {"b_session": session_id, "b_now": now})
+    return int(found[0]["id"])
 
 
 _EVENTS = AgentEvent.__table__  # type: ignore[attr-defined]
-_INSERT_EVENT = insert(_EVENTS).returning(_EVENTS.c.id)
+# Prepared (compiled once, run on the DBAPI cursor): one wake per delivery in processing's
+# write transaction (issue 11).
+_INSERT_EVENT = Prepared(
+    insert(_EVENTS).values({name: bindparam(name, type_=_EVENTS.c[name].type)
+                            for name in ("agent_id", "session_id", "kind", "data", "created_at")})
+    .returning(_EVENTS.c.id), [_EVENTS.c.id])
 _SESSIONS = AgentSession.__table__  # type: ignore[attr-defined]
-_WOKEN = (
+_WOKEN = Prepared(
     update(_SESSIONS)
     .where(_SESSIONS.c.id == bindparam("b_session"))
     .values(last_woken_at=bindparam("b_now", type_=_SESSIONS.c.last_woken_at.type))
