@@ -2,4 +2,4 @@
 
 from switchboard.web.asgi import create_app
 
-app = create_app()
+app = create_app(settle=True)

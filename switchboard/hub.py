@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections import Counter
@@ -81,6 +82,21 @@ class Hub:
 
             self.warm_up = threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True)
             self.warm_up.start()
+
+    def settle(self) -> None:
+        """Once start-up is done (blocking): wait for :attr:`warm_up`, then move every object
+        built so far (models, compiled statements, the intake rules) to the garbage collector's
+        permanent generation (``gc.freeze``).
+
+        A full collection otherwise walks them all: in the processing process that was a 74 ms
+        pause, inside a write transaction or not, every 1,600 deliveries or so, and 6 % of its
+        CPU (issue 11). Objects made later are collected as usual; ``serve``, its processing
+        process and ``switchboard worker`` call this once.
+        """
+        if self.warm_up is not None:
+            self.warm_up.join()
+        gc.collect()
+        gc.freeze()
 
     @property
     def source_cache(self) -> SourceCache:

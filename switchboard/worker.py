@@ -92,6 +92,7 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
     assert settings.redis_url
     upgrade(settings)
     hub = Hub(settings, role="worker")
+    hub.settle()
     set_worker_hub(hub)
     conn = redis.Redis.from_url(settings.redis_url)
     worker = SimpleWorker([Queue(RQ_QUEUE, connection=conn)], connection=conn)

@@ -49,7 +49,7 @@ def serve(host: str | None, port: int | None) -> None:
                 probe.bind((settings.host, settings.port))
             except OSError as exc:
                 raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"]) from None
-        app = create_app(settings)
+        app = create_app(settings, settle=True)
         if settings.redis_url:
             import redis
 

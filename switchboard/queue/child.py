@@ -128,8 +128,7 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
     bell.BELL.forward = lambda: send(("bell",))
     hub = make_hub(settings, role="worker")
     hub.broker = ForwardingBroker(send)
-    if hub.warm_up is not None:
-        hub.warm_up.join()  # the hub's build of the intake rules: ready before the first delivery
+    hub.settle()  # the intake rules built before the first delivery; the start-up heap frozen
     send(("ready",))
     flush()
     try:

@@ -85,13 +85,16 @@ class RequireAgent:
         await self.app(scope, receive, send)
 
 
-def create_app(settings: Settings | None = None, clock: Clock | None = None, migrate: bool = True) -> Starlette:
+def create_app(settings: Settings | None = None, clock: Clock | None = None, migrate: bool = True,
+               settle: bool = False) -> Starlette:
     """Build the ASGI app.
 
     Args:
         settings: defaults to :meth:`Settings.from_env` (entry points only).
         clock: injected clock for tests.
         migrate: apply migrations at start-up (``serve`` does).
+        settle: freeze the start-up heap once the app is up (:meth:`Hub.settle`): for a process
+            that runs one app (``serve``, ``uvicorn app:app``), not for tests that build many.
     """
     settings = settings or Settings.from_env()
     if migrate:
@@ -113,6 +116,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         wait_ready = getattr(hub.dispatcher, "wait_ready", None)
         if wait_ready is not None and not await anyio.to_thread.run_sync(wait_ready, CHILD_READY_SECONDS):
             log.warning("the processing process is not ready after %d s; serving anyway", CHILD_READY_SECONDS)
+        if settle:
+            await anyio.to_thread.run_sync(hub.settle)
         hub.start_sweeper()
         async with session_manager.run(), anyio.create_task_group() as tasks:
             tasks.start_soon(watch.run)
