@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from switchboard.clock import FixedClock
+from switchboard.clock import Clock, FixedClock
 from switchboard.config import Settings
 from switchboard.hub import Hub
 from tests.conftest import configure
@@ -28,17 +29,27 @@ class TickingClock(FixedClock):
         self.at += timedelta(seconds=seconds)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    if request.param == "sqlite":
-        settings = Settings(home=tmp_path)
-    else:
-        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+def settings_for(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> Settings:
+    """Settings on a fresh SQLite file or a fresh PostgreSQL database (``backend``)."""
+    if backend == "sqlite":
+        return Settings(home=tmp_path)
+    return Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+
+
+@contextmanager
+def configured_hub(settings: Settings, clock: Clock | None = None) -> Iterator[Hub]:
+    """A hub on ``settings`` configured by :func:`tests.conftest.configure`; closed afterwards."""
     configure(settings)
-    h = Hub(settings, clock=TickingClock(NOW), role="cli")
+    h = Hub(settings, clock=clock, role="cli")
     try:
         yield h
     finally:
         h.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
+    with configured_hub(settings_for(request, tmp_path, request.param), TickingClock(NOW)) as h:
+        yield h
 
 

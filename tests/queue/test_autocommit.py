@@ -14,27 +14,20 @@ import sqlalchemy as sa
 from sqlalchemy import select
 
 from switchboard import admin, db
-from switchboard.config import Settings
 from switchboard.errors import DependencyUnavailable
 from switchboard.feed import bell
 from switchboard.hub import Hub
 from switchboard.models import Agent, Attempt, FeedEvent, Todo
 from switchboard.queue import leases
 from switchboard.queue.todos import create
-from tests.conftest import configure
-from tests.services import fresh_postgres_database
+from tests.queue.conftest import configured_hub, settings_for
 
 
 @pytest.fixture
-def pg_hub(postgres_url: str, tmp_path: Path) -> Iterator[Hub]:
+def pg_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
     """A configured hub on PostgreSQL with the system clock (claims and completes are one statement)."""
-    settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
-    configure(settings)
-    h = Hub(settings, role="cli")
-    try:
+    with configured_hub(settings_for(request, tmp_path, "postgresql")) as h:
         yield h
-    finally:
-        h.close()
 
 
 def _agent(hub: Hub) -> tuple[str, dict[str, str], str]:
@@ -129,30 +122,30 @@ def _kill_other_backends(hub: Hub) -> int:
     return len(rows)
 
 
-def test_a_connection_idle_past_the_ping_interval_is_replaced_unseen(
-        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
-    hub = pg_hub
+def _pooled_connection_killed(hub: Hub, monkeypatch: pytest.MonkeyPatch, ping_idle_seconds: float) -> None:
+    """Leave one connection in the pool, set the ping threshold, then kill its backend (a server
+    restart or an idle timeout)."""
     with hub.db.write() as s:
         s.execute(sa.text("SELECT 1"))
-    monkeypatch.setattr(db, "PING_IDLE_SECONDS", 0.0)
-    assert _kill_other_backends(hub) >= 1  # the pooled connection dies (a server restart, an idle timeout)
-    with hub.db.write() as s:
+    monkeypatch.setattr(db, "PING_IDLE_SECONDS", ping_idle_seconds)
+    assert _kill_other_backends(hub) >= 1
+
+
+def test_a_connection_idle_past_the_ping_interval_is_replaced_unseen(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    _pooled_connection_killed(pg_hub, monkeypatch, 0.0)
+    with pg_hub.db.write() as s:
         assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
 
 
 def test_a_connection_used_within_the_ping_interval_is_not_pinged(
         pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
-    hub = pg_hub
-    with hub.db.write() as s:
-        s.execute(sa.text("SELECT 1"))
-    monkeypatch.setattr(db, "PING_IDLE_SECONDS", 3600.0)
-    _kill_other_backends(hub)
+    _pooled_connection_killed(pg_hub, monkeypatch, 3600.0)
     # Not pinged: the dead connection fails its statement with a 503, and the pool is invalidated.
-    with pytest.raises(DependencyUnavailable), hub.db.write() as s:
+    with pytest.raises(DependencyUnavailable), pg_hub.db.write() as s:
         s.execute(sa.text("SELECT 1"))
-    with hub.db.write() as s:
+    with pg_hub.db.write() as s:
         assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
-
 
 def test_a_write_after_an_autocommit_write_is_one_transaction_again(pg_hub: Hub) -> None:
     # Review of 0aa79ae: the pooled connection goes back without its AUTOCOMMIT, so a plain

@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from sqlalchemy import bindparam, insert, select, update
 
 from switchboard import admin
-from switchboard.config import Settings
 from switchboard.feed import bell
 from switchboard.feed import events as feed
 from switchboard.hub import Hub
@@ -21,8 +20,7 @@ from switchboard.models import Agent, Attempt, FeedEvent, Todo
 from switchboard.models.base import new_id
 from switchboard.prepared import Prepared
 from switchboard.queue import leases
-from tests.conftest import configure
-from tests.services import fresh_postgres_database
+from tests.queue.conftest import configured_hub, settings_for
 
 TODOS = Todo.__table__  # type: ignore[attr-defined]
 WHEN = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
@@ -116,16 +114,8 @@ def test_a_feed_write_rings_the_bell_after_commit_only(hub: Hub, monkeypatch: py
 def system_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
     """A configured hub with the system clock: on PostgreSQL the claim and the complete are one
     statement each (``lease_sql.pg_claim_recorded`` / ``pg_complete_recorded``)."""
-    if request.param == "sqlite":
-        settings = Settings(home=tmp_path)
-    else:
-        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
-    configure(settings)
-    h = Hub(settings, role="cli")
-    try:
+    with configured_hub(settings_for(request, tmp_path, request.param)) as h:
         yield h
-    finally:
-        h.close()
 
 
 def test_claim_and_complete_write_the_attempt_and_the_events(system_hub: Hub) -> None:
