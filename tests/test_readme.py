@@ -76,7 +76,8 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
     assignments: list[str] = []
     server = None
     try:
-        for command, expected in _steps(_block(readme, "## Quick start")[2:] + _block(readme, "### A first local test")):
+        for command, expected in _steps(_block(readme, "## Quick start")[2:] + _block(readme, "### A first local test")
+                                     + _block(readme, "A ping becomes a feed event only")):
             command = command.replace("8080", port)
             expected = [e.replace("8080", port) for e in expected]
             if command == "switchboard serve":
