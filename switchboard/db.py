@@ -136,7 +136,7 @@ class Database:
         else:
             self.read_engine = self.engine
         # PostgreSQL: the same pool, each statement its own transaction (see write(autocommit=True)).
-        self._autocommit_engine = None if self.is_sqlite else self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._autocommit_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._write_lock = threading.Lock() if self.is_sqlite else None
         self._flock_path: str | None = None
         self._flock_fd: int | None = None
@@ -172,7 +172,7 @@ class Database:
         """
         lock = self._write_lock
         if lock is None:
-            engine = self._autocommit_engine if autocommit and self._autocommit_engine is not None else self.engine
+            engine = self._autocommit_engine if autocommit else self.engine  # PostgreSQL: both set
             with _translate_driver_errors():
                 with Session(engine, expire_on_commit=False) as session:
                     with session.begin():

@@ -50,38 +50,21 @@ def rq_process_delivery(delivery_id: str) -> str | None:
         raise
 
 
-def rq_process_deliveries(delivery_ids: list[str]) -> list[str | None]:
+def rq_process_deliveries(delivery_ids: list[str]) -> None:
     """The rq job (:data:`~switchboard.queue.dispatcher.RQ_JOB`): process a list of deliveries in
-    one transaction with this worker process's hub. When the batch fails, each delivery is
-    processed alone; a delivery that fails alone has its failure recorded on its row, and the
-    job then raises so rq retries it (deliveries already processed are skipped: processing
-    takes only what is still ``received``).
-
-    Returns:
-        Each delivery's new status (``None`` when it was no longer ``received``).
+    one transaction with this worker process's hub, each alone when that fails
+    (:func:`~switchboard.queue.jobs.process_all`, which records a delivery's own failure on its
+    row). The job then raises so rq retries it (deliveries already processed are skipped:
+    processing takes only what is still ``received``).
 
     Raises:
         RuntimeError: naming how many deliveries failed (their error classes are on their rows).
     """
-    from switchboard.queue.jobs import process_batch, process_delivery, record_failure
+    from switchboard.queue.jobs import process_all
 
-    hub = worker_hub()
-    try:
-        return process_batch(hub, list(delivery_ids))
-    except Exception:  # noqa: BLE001 - nothing of the batch committed: one at a time finds the bad one
-        pass
-    statuses: list[str | None] = []
-    failed = 0
-    for delivery_id in delivery_ids:
-        try:
-            statuses.append(process_delivery(hub, delivery_id))
-        except Exception as exc:  # noqa: BLE001 - recorded on the row; the job is retried below
-            record_failure(hub, delivery_id, exc)
-            statuses.append(None)
-            failed += 1
+    failed = process_all(worker_hub(), list(delivery_ids))
     if failed:
         raise RuntimeError(f"{failed} of {len(delivery_ids)} deliveries failed processing; rq retries the job")
-    return statuses
 
 
 def run_worker(settings: Settings, burst: bool = False) -> None:

@@ -391,29 +391,40 @@ def sweep(hub: Hub, older_than_seconds: float) -> int:
     return len(ids)
 
 
-def process_all(hub: Hub, delivery_ids: list[str], after_each: Callable[[], None] | None = None) -> None:
+def process_all(hub: Hub, delivery_ids: list[str], after_each: Callable[[], None] | None = None) -> int:
     """Process ``delivery_ids`` in one transaction (:func:`process_batch`); when that fails
-    (nothing committed), each one alone, recording its own failure (:func:`process_or_record`).
-    Never raises: embedded mode's worker thread and processing process run this.
+    (nothing committed), each one alone, recording the failure of one that fails alone on its
+    row. Never raises: embedded mode's worker thread and processing process run this, and the
+    rq job (``worker.rq_process_deliveries``) raises on its result.
 
     Args:
         after_each: called after each commit of the one-at-a-time fallback (the processing
             process sends that delivery's wakes then, not after the rest of the batch).
+
+    Returns:
+        How many deliveries failed even alone (they stay ``received``; the sweeper or rq retries them).
     """
     try:
         process_batch(hub, delivery_ids)
+        return 0
     except Exception:  # noqa: BLE001 - nothing committed; one at a time finds the bad one
-        for delivery_id in delivery_ids:
-            process_or_record(hub, delivery_id)
-            if after_each is not None:
-                after_each()
+        pass
+    failed = 0
+    for delivery_id in delivery_ids:
+        try:
+            process_delivery(hub, delivery_id)
+        except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; recorded on its row
+            failed += 1
+            _record(hub, delivery_id, exc)
+        if after_each is not None:
+            after_each()
+    return failed
 
 
 def process_or_record(hub: Hub, delivery_id: str) -> str | None:
     """Process one delivery; on failure log it and record it on the row instead of raising.
 
-    The delivery stays ``received`` and the sweeper retries it (embedded mode, one at a time
-    after a failed batch).
+    The delivery stays ``received`` and the sweeper retries it.
 
     Returns:
         The delivery's new status, or ``None`` when processing failed.
@@ -421,11 +432,14 @@ def process_or_record(hub: Hub, delivery_id: str) -> str | None:
     try:
         return process_delivery(hub, delivery_id)
     except Exception as exc:  # noqa: BLE001 - the delivery stays 'received'; the sweeper retries it
-        log.warning(
-            "processing failed for delivery %s (%s); it will be retried", delivery_id, type(exc).__name__
-        )
-        try:
-            record_failure(hub, delivery_id, exc)
-        except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
-            log.warning("could not record the failure of delivery %s", delivery_id)
+        _record(hub, delivery_id, exc)
         return None
+
+
+def _record(hub: Hub, delivery_id: str, exc: Exception) -> None:
+    """Log a failed processing run and count it on the row (:func:`record_failure`)."""
+    log.warning("processing failed for delivery %s (%s); it will be retried", delivery_id, type(exc).__name__)
+    try:
+        record_failure(hub, delivery_id, exc)
+    except Exception:  # noqa: BLE001 - the database itself is down; the sweeper retries
+        log.warning("could not record the failure of delivery %s", delivery_id)
