@@ -242,6 +242,18 @@ def cli(env: dict[str, str], *args: str) -> Any:
     return json.loads(proc.stdout)
 
 
+def cli_github_world(env: dict[str, str], public_url: str | None = None, owner: str | None = "alice") -> Any:
+    """Through the CLI: ``init``, alice (GitHub user 21031067), project acme (owned by ``owner``)
+    and a GitHub source on it (printed with ``public_url`` when given). Returns ``source add``'s
+    output (``id``, ``secret``, ``url``)."""
+    cli(env, "init")
+    cli(env, "human", "add", "alice")
+    cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067")
+    cli(env, "project", "add", "acme", *(("--owner", owner) if owner else ()))
+    source_env = env | {"SWITCHBOARD_PUBLIC_URL": public_url} if public_url else env
+    return cli(source_env, "source", "add", "--project", "acme", "--provider", "github")
+
+
 def start_serve(env: dict[str, str], port: int, log_path: Path) -> ServeProcess:
     """Start ``switchboard serve`` and wait until it answers health checks."""
     log_file = log_path.open("ab")

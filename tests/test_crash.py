@@ -12,7 +12,16 @@ from pathlib import Path
 
 import httpx2
 
-from tests.conftest import CASES, cli, cli_env, free_port, github_headers, start_serve, stop, wait_for
+from tests.conftest import (
+    CASES,
+    cli_env,
+    cli_github_world,
+    free_port,
+    github_headers,
+    start_serve,
+    stop,
+    wait_for,
+)
 
 BURST = 400
 
@@ -20,13 +29,8 @@ BURST = 400
 def test_kill_9_mid_burst_loses_nothing_acknowledged(tmp_path: Path) -> None:
     home = tmp_path / "instance"
     env = cli_env(home)
-    cli(env, "init")
-    cli(env, "human", "add", "alice")
-    cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067")
-    cli(env, "project", "add", "acme", "--owner", "alice")
     port = free_port()
-    source = cli(env | {"SWITCHBOARD_PUBLIC_URL": f"http://127.0.0.1:{port}"},
-                 "source", "add", "--project", "acme", "--provider", "github")
+    source = cli_github_world(env, public_url=f"http://127.0.0.1:{port}")
     base = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
     bodies = []
     for i in range(BURST):

@@ -22,6 +22,7 @@ from tests.conftest import (
     CASES,
     cli,
     cli_env,
+    cli_github_world,
     free_port,
     github_headers,
     start_serve,
@@ -52,11 +53,7 @@ def test_two_servers_two_workers_exactly_once_and_wakes_cross_processes(postgres
     redis.Redis.from_url(redis_url).flushdb()
     database_url = fresh_postgres_database(postgres_url)
     env = cli_env(tmp_path / "instance", SWITCHBOARD_DATABASE_URL=database_url, SWITCHBOARD_REDIS_URL=redis_url)
-    cli(env, "init")
-    cli(env, "human", "add", "alice")
-    cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067")
-    cli(env, "project", "add", "acme")
-    source = cli(env, "source", "add", "--project", "acme", "--provider", "github")
+    source = cli_github_world(env, owner=None)
     cli(env, "agent", "add", "claude1", "--human", "alice")
     cli(env, "grant", "claude1", "acme", "--role", "work")
     token = cli(env, "token", "vend", "claude1")["token"]

@@ -121,7 +121,7 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
     if "todo_id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
     # Next in queue on PostgreSQL: one statement, run without BEGIN/COMMIT round trips (issue 11).
-    one = "todo_id" not in args and leases.one_statement(not hub.db.is_sqlite, hub.clock)
+    one = leases.one_statement(not hub.db.is_sqlite, hub.clock, by_id="todo_id" in args)
     with hub.db.write(autocommit=one) as s:
         grants = admin.grants_of(s, caller.agent_id)
         claimed = leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),

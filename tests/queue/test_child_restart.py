@@ -14,7 +14,16 @@ from pathlib import Path
 
 import httpx2
 
-from tests.conftest import CASES, cli, cli_env, free_port, github_headers, start_serve, stop, wait_for
+from tests.conftest import (
+    CASES,
+    cli_env,
+    cli_github_world,
+    free_port,
+    github_headers,
+    start_serve,
+    stop,
+    wait_for,
+)
 
 
 def _children(pid: int) -> list[tuple[int, str]]:
@@ -49,13 +58,8 @@ def _status(db: Path, delivery_id: str) -> str:
 def test_processing_comes_back_after_a_restart_that_failed_once(tmp_path: Path) -> None:
     home = tmp_path / "instance"
     env = cli_env(home)  # no SWITCHBOARD_PROCESSING: the child process, as `serve` runs by default
-    cli(env, "init")
-    cli(env, "human", "add", "alice")
-    cli(env, "identity", "link", "--human", "alice", "--provider", "github", "--external-id", "21031067")
-    cli(env, "project", "add", "acme", "--owner", "alice")
     port = free_port()
-    source = cli(env | {"SWITCHBOARD_PUBLIC_URL": f"http://127.0.0.1:{port}"},
-                 "source", "add", "--project", "acme", "--provider", "github")
+    source = cli_github_world(env, public_url=f"http://127.0.0.1:{port}")
     server = start_serve(env, port, tmp_path / "serve.log")  # listening: the child is ready
     try:
         child = _processing_child(server.proc.pid)
