@@ -19,7 +19,6 @@ import asyncio
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,8 +37,8 @@ def _stored(home: Path, n: int) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
     env["SWITCHBOARD_HOME"] = str(home)
     port, redis_port = ingest._port(), ingest._port()
-    redis = subprocess.Popen([shutil.which("redis-server") or "redis-server", "--port", str(redis_port), "--save", "",
-                              "--appendonly", "no", "--dir", str(home)], stdout=subprocess.DEVNULL)
+    redis = ingest._start([shutil.which("redis-server") or "redis-server", "--port", str(redis_port), "--save", "",
+                           "--appendonly", "no", "--dir", str(home)], env, redis_port)
     env["SWITCHBOARD_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/0"
     serve = ingest._start([str(Path(sys.executable).with_name("switchboard")), "serve", "--port", str(port)], env, port)
     try:
@@ -65,10 +64,8 @@ def main() -> None:
     args = parser.parse_args()
     from switchboard.config import Settings
     from switchboard.hub import Hub
-    from switchboard.intake.screening import warm_up
     from switchboard.queue import jobs
 
-    warm_up()
     print(f"processing on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}), "
           f"{args.deliveries} stored 5 KB GitHub deliveries per batch size, one process")
     for size in (int(x) for x in args.batch.split(",")):
@@ -76,6 +73,7 @@ def main() -> None:
             home = Path(tmp) / "instance"
             ids = _stored(home, args.deliveries)
             hub = Hub(Settings(home=home), role="worker")
+            hub.settle()  # as the processing process: intake rules built, start-up heap frozen
             try:
                 half = len(ids) // 2
                 for i in range(0, half, size):
