@@ -89,21 +89,21 @@ class Wake:
         return cls(**known)
 
 
+def recipients(session: Session, project_id: str, assigned: str | None = None) -> tuple[str, list[str]]:
+    """The project's name and the agents a wake for it goes to: those with ``work`` on it, oldest
+    grant first, or only ``assigned`` while it still has ``work`` (its grant can be revoked)."""
+    query = select(Grant.agent_id).where(Grant.project_id == project_id, Grant.role == "work")
+    if assigned:
+        query = query.where(Grant.agent_id == assigned)
+    agents = list(session.execute(query.order_by(Grant.created_at)).scalars().all())
+    return session.execute(select(Project.name).where(Project.id == project_id)).scalar_one(), agents
+
+
 def wake_for(session: Session, todo: Todo) -> Wake:
     """Build the (unrouted) wake for a pending todo: to its assigned agent, else every agent with
-    ``work``. ``provider`` is the kind of the todo's source, or ``api`` for todos made through the
-    API/CLI."""
-    if todo.assigned_agent_id:
-        # Only while the assignee may still work on the project (its grant can be revoked).
-        agents = list(session.execute(
-            select(Grant.agent_id).where(Grant.project_id == todo.project_id, Grant.role == "work",
-                                         Grant.agent_id == todo.assigned_agent_id)).scalars().all())
-    else:
-        agents = list(session.execute(
-            select(Grant.agent_id).where(Grant.project_id == todo.project_id, Grant.role == "work")
-            .order_by(Grant.created_at)
-        ).scalars().all())
-    project = session.execute(select(Project.name).where(Project.id == todo.project_id)).scalar_one()
+    ``work`` (:func:`recipients`). ``provider`` is the kind of the todo's source, or ``api`` for
+    todos made through the API/CLI."""
+    project, agents = recipients(session, todo.project_id, todo.assigned_agent_id)
     provider = None
     if todo.source_id:
         provider = session.execute(select(Source.provider).where(Source.id == todo.source_id)).scalar_one_or_none()

@@ -15,8 +15,9 @@ from sqlalchemy.orm import defer
 from sqlmodel import Session
 
 from switchboard.intake.attribution import Attribution, attribute
-from switchboard.models import Delivery, Grant, Project, Source
+from switchboard.models import Delivery, Source
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
+from switchboard.notify.wakes import recipients
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -56,20 +57,10 @@ class DirectoryCache:
         return found
 
     def recipients_of(self, session: Session, project_id: str) -> tuple[str, list[str]]:
-        """The project's name and its agents with ``work`` (oldest grant first), as ``wake_for``."""
+        """:func:`~switchboard.notify.wakes.recipients` of an unassigned todo, remembered per project."""
         found = self.recipients.get(project_id)
         if found is None:
-            agents = list(
-                session.execute(
-                    select(Grant.agent_id)
-                    .where(Grant.project_id == project_id, Grant.role == "work")
-                    .order_by(Grant.created_at)
-                )
-                .scalars()
-                .all()
-            )
-            name = session.execute(select(Project.name).where(Project.id == project_id)).scalar_one()
-            found = self.recipients[project_id] = (name, agents)
+            found = self.recipients[project_id] = recipients(session, project_id)
         return found
 
 
