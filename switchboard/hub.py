@@ -12,7 +12,7 @@ from switchboard.clock import Clock, SystemClock
 from switchboard.config import Settings
 from switchboard.db import Database
 from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalBroker, RedisBroker
-from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, RqDispatcher
+from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, InProcess, RqDispatcher
 from switchboard.refusals import RefusalTally
 from switchboard.retention import RetentionSchedule, maintain
 
@@ -282,7 +282,7 @@ def install_inbox_effects() -> None:
     effects.register("friend", after_resolved=friend_decided)
 
 
-class _NoDispatch:
+class _NoDispatch(InProcess):
     name = "none"
 
     def submit(self, delivery_ids: list[str]) -> None:

@@ -39,6 +39,29 @@ class Dispatcher(Protocol):
         """Stop workers."""
         ...
 
+    def healthy(self) -> bool | None:
+        """Whether the processing process is up (``/api/v1/ready``); ``None`` where there is no
+        separate process to check."""
+        ...
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until processing can take work (``serve`` waits before it listens), at most
+        ``timeout`` seconds; False when it is not ready by then."""
+        ...
+
+
+class InProcess:
+    """:meth:`Dispatcher.healthy` and :meth:`Dispatcher.wait_ready` for dispatchers with no
+    processing process of their own to wait for or check."""
+
+    def healthy(self) -> bool | None:
+        """``None``: nothing to check."""
+        return None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Ready at once."""
+        return True
+
 
 BATCH = 8
 """Deliveries processed per write transaction at most (embedded mode)."""
@@ -66,7 +89,7 @@ def drain(queue: Any, first: T, limit: int) -> tuple[list[T], bool]:
     return batch, False
 
 
-class InlineDispatcher:
+class InlineDispatcher(InProcess):
     """Embedded mode: one daemon thread processes deliveries in arrival order, taking every
     waiting delivery (up to :data:`BATCH`, so the receiver's writer never waits long for the lock)
     into one write transaction (issue 11).
@@ -106,7 +129,7 @@ class InlineDispatcher:
         self._thread.join(timeout=10)
 
 
-class RqDispatcher:
+class RqDispatcher(InProcess):
     """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries.
 
     ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and

@@ -113,8 +113,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         # CPU-bound thread keeps it for up to the switch interval (5 ms by default) whenever the
         # loop wants it back. 1 ms keeps the loop's waits short (issue 11: health p99 <= 50 ms).
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-        wait_ready = getattr(hub.dispatcher, "wait_ready", None)
-        if wait_ready is not None and not await anyio.to_thread.run_sync(wait_ready, CHILD_READY_SECONDS):
+        if not await anyio.to_thread.run_sync(hub.dispatcher.wait_ready, CHILD_READY_SECONDS):
             log.warning("the processing process is not ready after %d s; serving anyway", CHILD_READY_SECONDS)
         if settle:
             await anyio.to_thread.run_sync(hub.settle)

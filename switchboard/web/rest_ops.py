@@ -63,9 +63,9 @@ def readiness(hub: Hub) -> dict[str, str]:
             checks["redis"] = f"unreachable ({type(exc).__name__})"
     else:
         checks["redis"] = "not configured"
-    healthy = getattr(hub.dispatcher, "healthy", None)  # embedded mode's processing process
+    healthy = hub.dispatcher.healthy()  # embedded mode's processing process, if it runs
     checks["processing"] = "not configured" if healthy is None else (
-        "ok" if healthy() else "down (acknowledged deliveries wait; serve keeps restarting it)")
+        "ok" if healthy else "down (acknowledged deliveries wait; serve keeps restarting it)")
     return checks
 
 
