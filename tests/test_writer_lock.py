@@ -104,3 +104,79 @@ def test_a_database_locked_by_a_process_without_our_lock_is_a_503_and_gives_ever
     with db.read() as s:
         assert s.execute(sa.text("SELECT x FROM t")).scalars().all() == [2]
     db.dispose()
+
+
+def _flock_free(tmp_path: Path) -> bool:
+    """Whether another open file description ("another process") could take the writer flock now."""
+    fd = os.open(str(tmp_path / "switchboard.db-writer.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_the_flock_is_held_from_begin_immediate_to_the_drivers_commit_only(tmp_path: Path) -> None:
+    """Issue 11: the session's begin, the body's Python before its first statement and the
+    session's bookkeeping after COMMIT run without the cross-process lock (a third of the time
+    8 claimer processes held it)."""
+    from sqlalchemy.orm import Session as OrmSession
+
+    db = _db(tmp_path)
+    seen: dict[str, bool] = {}
+
+    def after_commit(_session: object) -> None:  # the ORM's own hook, after the driver's COMMIT
+        seen["after_commit"] = _flock_free(tmp_path)
+
+    sa.event.listen(OrmSession, "after_commit", after_commit)
+    try:
+        with db.write() as s:
+            seen["before_first_statement"] = _flock_free(tmp_path)
+            s.execute(sa.text("INSERT INTO t VALUES (1)"))
+            seen["in_transaction"] = _flock_free(tmp_path)
+    finally:
+        sa.event.remove(OrmSession, "after_commit", after_commit)
+    assert seen == {"before_first_statement": True, "in_transaction": False, "after_commit": True}
+    with pytest.raises(RuntimeError), db.write() as s:  # rollback gives it back too
+        s.execute(sa.text("INSERT INTO t VALUES (2)"))
+        assert not _flock_free(tmp_path)
+        raise RuntimeError("boom")
+    assert _flock_free(tmp_path)
+    with db.read() as s:
+        assert s.execute(sa.text("SELECT x FROM t")).scalars().all() == [1]
+    db.dispose()
+
+
+def test_only_the_thread_inside_write_takes_the_flock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction another thread runs on the write engine directly (outside ``write``) must
+    neither take the process's flock (flock is per open file: it would be granted at once while
+    ``write`` holds it) nor give it back under ``write``'s feet."""
+    from switchboard import db as db_module
+
+    monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    db = _db(tmp_path)
+    states: list[bool] = []
+    with db.write() as s:
+        s.execute(sa.text("INSERT INTO t VALUES (1)"))
+
+        def other() -> None:
+            conn = db.engine.connect()
+            try:
+                with conn.begin():  # BEGIN IMMEDIATE: "database is locked" after the busy timeout
+                    conn.execute(sa.text("SELECT 1"))
+            except sa.exc.OperationalError:
+                pass
+            finally:
+                conn.close()
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(10)
+        states.append(_flock_free(tmp_path))  # still held by this write
+    states.append(_flock_free(tmp_path))
+    assert states == [False, True]
+    db.dispose()
