@@ -33,7 +33,7 @@ from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify import sessions
 from switchboard.notify.wakes import Wake, route
 from switchboard.queue import todos
-from switchboard.queue.batch import Batch, DirectoryCache, directory_cache, load_batch
+from switchboard.queue.batch import DeliveryRow, DirectoryCache, directory_cache, still_received, write_rows
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
 if TYPE_CHECKING:
@@ -46,20 +46,21 @@ log = logging.getLogger(__name__)
 class _Prepared:
     """A delivery parsed and screened outside the write transaction."""
 
-    delivery_id: str
+    row: DeliveryRow
     envelope: Envelope | None = None
     screened: Any = None
     parse_error: InvalidArgument | None = None
 
 
-def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
-    """Read the deliveries (one read session, one query) and run parse + screening without
-    holding the write lock (issue 11: screening grows with the payload, 3.7 ms at 50 KB, and ran
-    inside the write transaction).
+def _prepare(hub: Hub, delivery_ids: list[str]) -> tuple[list[_Prepared | None], dict[str, Source]]:
+    """Read the deliveries and their sources (one read session, two queries) and run parse +
+    screening without holding the write lock (issue 11: screening grows with the payload,
+    3.7 ms at 50 KB, and ran inside the write transaction).
 
-    Returns, per id in order, ``None`` when the delivery is gone or no longer ``received``. The
-    outcome depends only on the stored body and headers, which never change while the delivery
-    is ``received``.
+    Returns:
+        Per id in order, ``None`` when the delivery is gone or no longer ``received``; and the
+        sources by id. The outcome depends only on the stored body and headers, which never
+        change while the delivery is ``received``.
     """
     with hub.db.read() as session:
         rows = {
@@ -67,10 +68,7 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
         }  # type: ignore[attr-defined]
         wanted = {d.source_id for d in rows.values() if d.status == "received"}
         sources = (
-            {
-                src.id: (src.provider, src.queue)
-                for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()
-            }
+            {src.id: src for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()}
             if wanted
             else {}
         )  # type: ignore[attr-defined]
@@ -81,17 +79,16 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
             out.append(None)
             continue
         body, headers = delivery.raw_body or b"", delivery.headers or {}
-        provider, queue = sources[delivery.source_id]
-        adapter = adapter_for(provider)
+        source = sources[delivery.source_id]
+        adapter = adapter_for(source.provider)
+        row = DeliveryRow(delivery)
         try:
             envelope = adapter.parse(body, headers)
         except InvalidArgument as exc:  # MalformedPayload, MalformedRequest
-            out.append(_Prepared(delivery_id, parse_error=exc))
+            out.append(_Prepared(row, parse_error=exc))
             continue
-        out.append(
-            _Prepared(delivery_id, envelope, screening.screen(body, headers, envelope, adapter, queue))
-        )
-    return out
+        out.append(_Prepared(row, envelope, screening.screen(body, headers, envelope, adapter, source.queue)))
+    return out, sources
 
 
 def process_delivery(hub: Hub, delivery_id: str) -> str | None:
@@ -112,22 +109,26 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
         the deliveries one at a time, see :class:`~switchboard.queue.dispatcher.InlineDispatcher`).
     """
     started = time.perf_counter()
-    prepared = _prepare(hub, delivery_ids)
+    prepared, sources = _prepare(hub, delivery_ids)
     wakes: list[tuple[Wake, Any]] = []
     statuses: list[str | None] = []
     decided_for: list[str] = []  # agents whose prompt a chat verdict decided
     with hub.db.write() as session:
         cache = directory_cache(hub, session)
         picker = sessions.Picker(session, hub.clock)
-        rows = load_batch(hub, session, [item.delivery_id for item in prepared if item is not None])
+        live = still_received(hub, session, [item.row.id for item in prepared if item is not None])
+        changed: list[DeliveryRow] = []
         for item in prepared:
-            if item is None:
+            if item is None or item.row.id not in live:
                 statuses.append(None)
                 continue
-            status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for, rows)
+            status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for,
+                                               sources[item.row.source_id])
+            changed.append(item.row)
             statuses.append(status)
             if wake is not None:
                 wakes.append((wake, received_at))
+        write_rows(session, changed)
     # Each delivery of the batch waited for the whole batch: that is its processing time.
     metrics.processing_observed(time.perf_counter() - started, sum(1 for st in statuses if st is not None))
     for agent_id in decided_for:  # the verdict goes out after the commit
@@ -145,20 +146,18 @@ def _apply(
     cache: DirectoryCache,
     picker: sessions.Picker,
     decided_for: list[str],
-    batch: Batch,
-) -> tuple[str | None, Wake | None, Any]:
-    """The database half of processing, in the caller's write transaction.
+    source: Source,
+) -> tuple[str, Wake | None, Any]:
+    """The database half of processing of a delivery still ``received``, in the caller's write
+    transaction. Its own row's changes are assigned to ``item.row`` (the caller writes them).
 
     ``decided_for`` collects the agents whose permission prompt a chat verdict decided, so the
     caller can send the verdict after the commit (DESIGN.md §6.5).
 
     Returns:
-        ``(new status or None, the wake to publish or None, the delivery's received_at)``.
+        ``(new status, the wake to publish or None, the delivery's received_at)``.
     """
-    delivery = batch.deliveries.get(item.delivery_id)
-    if delivery is None or delivery.status != "received":
-        return None, None, None
-    source = batch.sources[delivery.source_id]
+    delivery = item.row
     project_id = delivery.project_id
     now = hub.clock.now()
     delivery.processed_at = now
@@ -277,7 +276,7 @@ def _apply(
 def _consume_verdict(
     hub: Hub,
     session: Session,
-    delivery: Delivery,
+    delivery: DeliveryRow,
     project_id: str,
     human_id: str,
     verdict: tuple[str, str],
@@ -334,7 +333,7 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
 _SAFE_KIND = re.compile(r"[^a-z0-9_.-]")
 
 
-def _reject(hub: Hub, session: Session, delivery: Delivery, project_id: str, kind: str, found: Break) -> str:
+def _reject(hub: Hub, session: Session, delivery: DeliveryRow, project_id: str, kind: str, found: Break) -> str:
     """Mark a delivery ``rejected`` for a channel break; drop its body (DESIGN.md §5).
 
     The feed event names the field path and rule, never the offending text: paths name only
