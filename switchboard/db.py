@@ -144,6 +144,7 @@ class Database:
         # The thread inside write() (it holds the process lock) and whether it holds the flock.
         self._flock_owner: int | None = None
         self._flock_held = False
+        self._flock_conn: Any = None  # the sqlite3 connection whose transaction holds it
         if self.is_sqlite:
             path = sa.engine.make_url(settings.database_url).database
             if path and path != ":memory:" and not path.startswith("file:"):
@@ -159,29 +160,35 @@ class Database:
         session's begin, the caller's Python before its first statement, and the session's
         commit bookkeeping after the driver's COMMIT. Only the transaction itself needs the
         lock. The flock is taken only for the thread inside :meth:`write` (``_flock_owner``),
-        which holds the process lock, so no other thread of the process can be given it.
+        which holds the process lock, so no other thread of the process can be given it, and
+        given back only by that transaction's own connection (``_flock_conn``), not by another
+        connection the same thread checks back in to the pool (a rollback on return).
         """
         dialect = self.engine.dialect
         do_commit, do_rollback = dialect.do_commit, dialect.do_rollback
 
-        def take(_conn: sa.Connection) -> None:
+        def take(conn: sa.Connection) -> None:
             if self._flock_owner == threading.get_ident() and not self._flock_held:
                 fd = self._writer_fd_or_none()
                 if fd is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     self._flock_held = True
+                    self._flock_conn = _raw(conn.connection)
 
         def commit(dbapi_connection: Any) -> None:
             try:
                 do_commit(dbapi_connection)
             finally:
-                self._give_back_flock()
+                if _raw(dbapi_connection) is self._flock_conn:
+                    self._give_back_flock()
 
         def rollback(dbapi_connection: Any) -> None:
             try:
                 do_rollback(dbapi_connection)
             finally:
-                self._give_back_flock()
+                # Not another connection's (e.g. one the same thread checks back in to the pool).
+                if _raw(dbapi_connection) is self._flock_conn:
+                    self._give_back_flock()
 
         # Before the engine's own "begin" listener (which runs BEGIN IMMEDIATE).
         event.listen(self.engine, "begin", take, insert=True)
@@ -195,8 +202,14 @@ class Database:
 
     def _give_back_flock(self) -> None:
         if self._flock_held and self._flock_owner == threading.get_ident():
-            self._flock_held = False
-            fcntl.flock(self._flock_fd, fcntl.LOCK_UN)  # type: ignore[arg-type]
+            self._flock_held, self._flock_conn = False, None
+            fd = self._flock_fd
+            if fd is None:
+                return  # dispose() closed the file meanwhile, which gave the lock back
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            except OSError:
+                pass  # closed by dispose() between the check and here: the same
 
     def _writer_fd(self) -> int | None:
         """This process's descriptor of the writer lock file (reopened after a fork)."""
@@ -263,6 +276,11 @@ class Database:
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
+
+
+def _raw(connection: Any) -> Any:
+    """The driver's connection behind SQLAlchemy's pool proxy (or the argument itself)."""
+    return getattr(connection, "dbapi_connection", connection)
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """What processing keeps per transaction and across them (issue 11): the directory cache of
 attribution outcomes and wake recipients, and the batch's delivery rows, read before the write
-transaction and written back with one UPDATE each.
+transaction and written back with one executemany UPDATE per set of changed columns.
 
 Split from :mod:`switchboard.queue.jobs`, which applies them.
 """
@@ -81,13 +81,14 @@ def directory_cache(hub: Hub, session: Session) -> DirectoryCache:
 
 class DeliveryRow:
     """A delivery as processing read it before its write transaction, and what processing
-    changes on it (``changes``: column name to new value), written as one UPDATE.
+    changes on it (``changes``: column name to new value), written by :func:`write_rows`.
 
     Issue 11: loading the batch's deliveries as ORM objects under the write lock and writing
     them back with the ORM's flush were a third of the time the processing process held
-    SQLite's one write lock. The fields read here do not change while a delivery is
-    ``received`` (a release from quarantine sets ``released_*`` before it is ``received``
-    again), and the write transaction checks that it still is (:func:`still_received`).
+    SQLite's one write lock. Of the fields read here only ``released_by`` and ``released_at``
+    can differ the next time a delivery is ``received`` (quarantined, then released): the write
+    transaction checks that it still is ``received`` and reads those two again
+    (:func:`still_received`).
     """
 
     FIELDS = ("id", "source_id", "project_id", "status", "received_at", "released_by", "released_at")
@@ -103,16 +104,36 @@ class DeliveryRow:
         self.changes[name] = value
 
 
-def still_received(hub: Hub, session: Session, delivery_ids: list[str]) -> set[str]:
-    """The ids of ``delivery_ids`` still ``received``, in the caller's write transaction: one
-    statement. On PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED`` (one a concurrent
+def still_received(hub: Hub, session: Session, rows: list[DeliveryRow]) -> list[DeliveryRow]:
+    """The rows still ``received``, in the caller's write transaction: one statement, which also
+    refreshes ``released_by`` and ``released_at`` (a delivery quarantined and released again
+    between the read and this transaction is ``received`` once more, and its releaser answers
+    for it). On PostgreSQL the rows are locked ``FOR UPDATE SKIP LOCKED`` (one a concurrent
     worker holds is skipped, and processed by that worker)."""
-    if not delivery_ids:
-        return set()
-    query = select(DELIVERIES.c.id).where(DELIVERIES.c.id.in_(delivery_ids), DELIVERIES.c.status == "received")
+    if not rows:
+        return []
+    query = select(DELIVERIES.c.id, DELIVERIES.c.released_by, DELIVERIES.c.released_at).where(
+        DELIVERIES.c.id.in_([row.id for row in rows]), DELIVERIES.c.status == "received")
     if not hub.db.is_sqlite:
         query = query.with_for_update(skip_locked=True)
-    return set(session.connection().execute(query).scalars())
+    found = {row_id: (by, at) for row_id, by, at in session.connection().execute(query)}
+    live = []
+    for row in rows:
+        if row.id in found:
+            # Not assigned through __setattr__: these are read, not changes to write.
+            row.__dict__["released_by"], row.__dict__["released_at"] = found[row.id]
+            live.append(row)
+    return live
+
+
+def sources_of(session: Session, rows: list[DeliveryRow]) -> dict[str, Source]:
+    """The rows' sources, read in the caller's write transaction (one statement): their trust
+    lists, queue and todo events as of the ``directory`` stamp the transaction read, so an
+    attribution cached under that stamp is never one worked out from an older trust list."""
+    wanted = {row.source_id for row in rows}
+    if not wanted:
+        return {}
+    return {src.id: src for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()}  # type: ignore[attr-defined]
 
 
 DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]

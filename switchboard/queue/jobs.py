@@ -33,7 +33,14 @@ from switchboard.models.sources import MAX_PROCESS_FAILURES
 from switchboard.notify import sessions
 from switchboard.notify.wakes import Wake, route
 from switchboard.queue import todos
-from switchboard.queue.batch import DeliveryRow, DirectoryCache, directory_cache, still_received, write_rows
+from switchboard.queue.batch import (
+    DeliveryRow,
+    DirectoryCache,
+    directory_cache,
+    sources_of,
+    still_received,
+    write_rows,
+)
 from switchboard.sources import SOURCE_SENDER, Envelope, adapter_for, routing
 
 if TYPE_CHECKING:
@@ -52,15 +59,16 @@ class _Prepared:
     parse_error: InvalidArgument | None = None
 
 
-def _prepare(hub: Hub, delivery_ids: list[str]) -> tuple[list[_Prepared | None], dict[str, Source]]:
-    """Read the deliveries and their sources (one read session, two queries) and run parse +
-    screening without holding the write lock (issue 11: screening grows with the payload,
-    3.7 ms at 50 KB, and ran inside the write transaction).
+def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
+    """Read the deliveries (one read session, one query for them and one for their sources'
+    provider and queue) and run parse + screening without holding the write lock (issue 11:
+    screening grows with the payload, 3.7 ms at 50 KB, and ran inside the write transaction).
 
     Returns:
-        Per id in order, ``None`` when the delivery is gone or no longer ``received``; and the
-        sources by id. The outcome depends only on the stored body and headers, which never
-        change while the delivery is ``received``.
+        Per id in order, ``None`` when the delivery is gone or no longer ``received``. The
+        outcome depends only on the stored body and headers, which never change while the
+        delivery is ``received``; the write transaction reads the sources again
+        (:func:`~switchboard.queue.batch.sources_of`).
     """
     with hub.db.read() as session:
         rows = {
@@ -88,7 +96,7 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> tuple[list[_Prepared | None],
             out.append(_Prepared(row, parse_error=exc))
             continue
         out.append(_Prepared(row, envelope, screening.screen(body, headers, envelope, adapter, source.queue)))
-    return out, sources
+    return out
 
 
 def process_delivery(hub: Hub, delivery_id: str) -> str | None:
@@ -109,15 +117,16 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
         the deliveries one at a time, see :class:`~switchboard.queue.dispatcher.InlineDispatcher`).
     """
     started = time.perf_counter()
-    prepared, sources = _prepare(hub, delivery_ids)
+    prepared = _prepare(hub, delivery_ids)
     wakes: list[tuple[Wake, Any]] = []
     statuses: list[str | None] = []
     decided_for: list[str] = []  # agents whose prompt a chat verdict decided
     with hub.db.write() as session:
         cache = directory_cache(hub, session)
         picker = sessions.Picker(session, hub.clock)
-        live = still_received(hub, session, [item.row.id for item in prepared if item is not None])
+        live = {row.id for row in still_received(hub, session, [item.row for item in prepared if item is not None])}
         changed: list[DeliveryRow] = []
+        sources = sources_of(session, [item.row for item in prepared if item is not None and item.row.id in live])
         for item in prepared:
             if item is None or item.row.id not in live:
                 statuses.append(None)

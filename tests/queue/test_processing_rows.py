@@ -1,4 +1,4 @@
-"""Review 15 of 96cbe4b (processing reads its deliveries and sources before the write transaction).
+"""Processing reads its deliveries before the write transaction (issue 11, ``queue/batch.DeliveryRow``).
 
 What ``_prepare`` reads in its own read session can change before the write transaction
 checks ``still_received``: these tests run a concurrent change in that gap (by wrapping

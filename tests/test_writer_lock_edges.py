@@ -1,5 +1,5 @@
-"""Review 15 of 68511ab (the SQLite writer flock taken in the engine's "begin" event and given
-back in the dialect's do_commit/do_rollback): exit paths that must give it back, and
+"""The SQLite writer flock, taken in the engine's "begin" event and given back in the
+dialect's do_commit/do_rollback (issue 11, ``Database._hold_flock_for_the_transaction_only``): exit paths that must give it back, and
 transactions inside ``write`` that must not give it back early."""
 
 from __future__ import annotations
@@ -90,7 +90,6 @@ def test_a_pooled_connection_returned_by_the_writing_thread_does_not_give_the_fl
     db.dispose()
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing (6481be8 raised OSError EBADF here, 68511ab TypeError)")
 def test_dispose_while_a_writer_holds_the_flock_does_not_break_its_commit(tmp_path: Path) -> None:
     """Shutdown (hub.close -> dispose) while another thread is in a write transaction: the commit
     that already happened must not be turned into an error by the flock's release."""
