@@ -141,75 +141,10 @@ class Database:
         self._flock_path: str | None = None
         self._flock_fd: int | None = None
         self._flock_pid = 0
-        # The thread inside write() (it holds the process lock) and whether it holds the flock.
-        self._flock_owner: int | None = None
-        self._flock_held = False
-        self._flock_conn: Any = None  # the sqlite3 connection whose transaction holds it
         if self.is_sqlite:
             path = sa.engine.make_url(settings.database_url).database
             if path and path != ":memory:" and not path.startswith("file:"):
                 self._flock_path = f"{path}-writer.lock"
-            self._hold_flock_for_the_transaction_only()
-
-    def _hold_flock_for_the_transaction_only(self) -> None:
-        """Take the writer flock right before ``BEGIN IMMEDIATE`` and give it back right after
-        the driver's COMMIT or ROLLBACK (issue 11).
-
-        With 8 claimer processes the flock was held 0.63 ms per transaction on average, and a
-        third of that was SQLAlchemy's session and transaction bookkeeping around the SQL: the
-        session's begin, the caller's Python before its first statement, and the session's
-        commit bookkeeping after the driver's COMMIT. Only the transaction itself needs the
-        lock. The flock is taken only for the thread inside :meth:`write` (``_flock_owner``),
-        which holds the process lock, so no other thread of the process can be given it, and
-        given back only by that transaction's own connection (``_flock_conn``), not by another
-        connection the same thread checks back in to the pool (a rollback on return).
-        """
-        dialect = self.engine.dialect
-        do_commit, do_rollback = dialect.do_commit, dialect.do_rollback
-
-        def take(conn: sa.Connection) -> None:
-            if self._flock_owner == threading.get_ident() and not self._flock_held:
-                fd = self._writer_fd_or_none()
-                if fd is not None:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                    self._flock_held = True
-                    self._flock_conn = _raw(conn.connection)
-
-        def commit(dbapi_connection: Any) -> None:
-            try:
-                do_commit(dbapi_connection)
-            finally:
-                if _raw(dbapi_connection) is self._flock_conn:
-                    self._give_back_flock()
-
-        def rollback(dbapi_connection: Any) -> None:
-            try:
-                do_rollback(dbapi_connection)
-            finally:
-                # Not another connection's (e.g. one the same thread checks back in to the pool).
-                if _raw(dbapi_connection) is self._flock_conn:
-                    self._give_back_flock()
-
-        # Before the engine's own "begin" listener (which runs BEGIN IMMEDIATE).
-        event.listen(self.engine, "begin", take, insert=True)
-        dialect.do_commit, dialect.do_rollback = commit, rollback  # type: ignore[method-assign]
-
-    def _writer_fd_or_none(self) -> int | None:
-        try:
-            return self._writer_fd()
-        except OSError:
-            return None  # no lock file (read-only folder): SQLite's busy timeout still applies
-
-    def _give_back_flock(self) -> None:
-        if self._flock_held and self._flock_owner == threading.get_ident():
-            self._flock_held, self._flock_conn = False, None
-            fd = self._flock_fd
-            if fd is None:
-                return  # dispose() closed the file meanwhile, which gave the lock back
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            except OSError:
-                pass  # closed by dispose() between the check and here: the same
 
     def _writer_fd(self) -> int | None:
         """This process's descriptor of the writer lock file (reopened after a fork)."""
@@ -244,21 +179,31 @@ class Database:
                         yield session
             return
         # SQLite: this process's writers queue on the process lock first (so at most one write
-        # connection is checked out per process, however many threads wait); the cross-process
-        # flock is taken right before BEGIN IMMEDIATE and given back right after the driver's
-        # COMMIT or ROLLBACK (_hold_flock_for_the_transaction_only): only the transaction itself
-        # runs under it (issue 11).
+        # connection is checked out per process, however many threads wait); the connection and
+        # the session are ready before the cross-process flock is taken, and the flock is given
+        # back right after COMMIT: only the transaction itself runs under it (issue 11).
         with lock:
             with _translate_driver_errors():
                 conn = self.engine.connect()
-            self._flock_owner = threading.get_ident()
             try:
                 with Session(bind=conn, expire_on_commit=False) as session:
-                    with _translate_driver_errors(), session.begin():
-                        yield session
+                    fd = None
+                    try:
+                        try:
+                            fd = self._writer_fd()
+                            if fd is not None:
+                                fcntl.flock(fd, fcntl.LOCK_EX)
+                        except OSError:
+                            fd = None  # no lock file (read-only folder): SQLite's busy timeout still applies
+                        with _translate_driver_errors(), session.begin():
+                            yield session
+                    finally:
+                        if fd is not None:
+                            try:
+                                fcntl.flock(fd, fcntl.LOCK_UN)
+                            except OSError:
+                                pass  # dispose() closed the file meanwhile, which gave the lock back
             finally:
-                self._give_back_flock()  # when BEGIN itself failed
-                self._flock_owner = None
                 conn.close()
 
     @contextmanager
@@ -276,11 +221,6 @@ class Database:
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
-
-
-def _raw(connection: Any) -> Any:
-    """The driver's connection behind SQLAlchemy's pool proxy (or the argument itself)."""
-    return getattr(connection, "dbapi_connection", connection)
 
 
 @contextmanager
