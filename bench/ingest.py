@@ -198,8 +198,16 @@ async def load(
     return time.perf_counter() - start, latencies, statuses
 
 
+def checkout_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout first on ``PYTHONPATH``: the ``switchboard`` console script
+    imports the installed (editable) package otherwise, so a bench run from another worktree
+    would start that package's ``serve``, not this checkout's."""
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)}
+
+
 def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, env=checkout_env(env), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import _configure, _port, _read_response, _start, github_requests
+from bench.ingest import _configure, _port, _read_response, _start, checkout_env, github_requests
 
 NUMBER = re.compile(r"Bench issue (\d+)")
 
@@ -252,7 +252,7 @@ def main() -> None:
                     procs.append(
                         subprocess.Popen(
                             [exe, "worker"],
-                            env=env2,
+                            env=checkout_env(env2),
                             cwd=ROOT,
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
