@@ -126,6 +126,20 @@ def migrate(settings: Settings) -> None:
         upgrade(settings)
 
 
+def store_github_delivery(hub: Hub, world: World, body: bytes, event: str = "issues",
+                          content_type: str = "application/json") -> str:
+    """Store a GitHub delivery to ``world``'s source as the receiver would have (status
+    ``received``, not processed yet) and return its id."""
+    from switchboard.models import Delivery
+
+    delivery = Delivery(source_id=world.source_id, project_id=world.project_id,
+                        headers={"x-github-event": event, "content-type": content_type,
+                                 "x-github-delivery": "d-1"}, raw_body=body)
+    with hub.db.write() as s:
+        s.add(delivery)
+    return delivery.id
+
+
 def configure(settings: Settings, secret: str = "It's a Secret to Everybody") -> World:
     """Migrate and create alice (GitHub 21031067), project acme, a GitHub source, agent claude1.
 

@@ -15,7 +15,7 @@ from switchboard.intake.channel_break import RULE_DECODED, RULE_PLAIN, Break, ch
 from switchboard.models import Delivery, FeedEvent, Todo
 from switchboard.queue.jobs import process_delivery
 from switchboard.sources import Envelope, adapter_for
-from tests.conftest import CASES, World
+from tests.conftest import CASES, World, store_github_delivery
 from tests.intake.planted_secrets import corpus
 
 
@@ -25,12 +25,7 @@ def _case(name: str) -> dict[str, Any]:
 
 def _store(hub: Hub, world: World, body: bytes, event: str = "issues",
            content_type: str = "application/json") -> str:
-    delivery = Delivery(source_id=world.source_id, project_id=world.project_id,
-                        headers={"x-github-event": event, "content-type": content_type,
-                                 "x-github-delivery": "d-1"}, raw_body=body)
-    with hub.db.write() as s:
-        s.add(delivery)
-    return delivery.id
+    return store_github_delivery(hub, world, body, event, content_type)
 
 
 def _process(world: World, payload: dict[str, Any] | None = None, event: str = "issues",

@@ -17,7 +17,7 @@ from switchboard.mcp_server.calls import call_tool
 from switchboard.models import Delivery, FeedEvent, SecretRef, Todo
 from switchboard.notify.wakes import wake_for
 from switchboard.queue.jobs import process_delivery
-from tests.conftest import CASES, World
+from tests.conftest import CASES, World, store_github_delivery
 from tests.intake.planted_secrets import corpus
 
 ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
@@ -29,14 +29,9 @@ VALUES = [TOKEN, PEM, HOOK]
 
 
 def _deliver(hub: Hub, world: World, payload: dict[str, Any]) -> str:
-    delivery = Delivery(source_id=world.source_id, project_id=world.project_id,
-                        headers={"x-github-event": "issues", "content-type": "application/json",
-                                 "x-github-delivery": "d-1"},
-                        raw_body=json.dumps(payload).encode())
-    with hub.db.write() as s:
-        s.add(delivery)
-    assert process_delivery(hub, delivery.id) == "processed"
-    return delivery.id
+    delivery_id = store_github_delivery(hub, world, json.dumps(payload).encode())
+    assert process_delivery(hub, delivery_id) == "processed"
+    return delivery_id
 
 
 @pytest.fixture

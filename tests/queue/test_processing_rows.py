@@ -21,7 +21,7 @@ from switchboard.intake import quarantine
 from switchboard.models import Delivery, Todo
 from switchboard.queue import jobs
 from switchboard.queue.jobs import process_delivery
-from tests.conftest import CASES, World, configure
+from tests.conftest import CASES, World, configure, store_github_delivery
 from tests.queue.conftest import NOW, TickingClock, settings_for
 
 ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
@@ -39,13 +39,7 @@ def wh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[World, 
 
 
 def _store(hub: Hub, world: World, payload: dict[str, Any]) -> str:
-    delivery = Delivery(source_id=world.source_id, project_id=world.project_id,
-                        headers={"x-github-event": "issues", "content-type": "application/json",
-                                 "x-github-delivery": "d-1"},
-                        raw_body=json.dumps(payload).encode())
-    with hub.db.write() as s:
-        s.add(delivery)
-    return delivery.id
+    return store_github_delivery(hub, world, json.dumps(payload).encode())
 
 
 def _between_prepare_and_write(monkeypatch: pytest.MonkeyPatch, action: Any) -> None:
@@ -120,12 +114,7 @@ def test_a_delivery_released_while_its_batch_was_prepared_is_processed_as_releas
 
 
 def _store_raw(hub: Hub, world: World, body: bytes, event: str = "issues") -> str:
-    delivery = Delivery(source_id=world.source_id, project_id=world.project_id,
-                        headers={"x-github-event": event, "content-type": "application/json",
-                                 "x-github-delivery": "d-1"}, raw_body=body)
-    with hub.db.write() as s:
-        s.add(delivery)
-    return delivery.id
+    return store_github_delivery(hub, world, body, event)
 
 
 def test_every_outcome_writes_the_fields_the_orm_flush_wrote(wh: tuple[World, Hub]) -> None:
