@@ -91,13 +91,15 @@ class DeliveryRow:
     (:func:`still_received`).
     """
 
-    FIELDS = ("id", "source_id", "project_id", "status", "received_at", "released_by", "released_at")
+    FIELDS = ("id", "source_id", "project_id", "received_at", "released_by", "released_at")
 
     def __init__(self, delivery: Delivery) -> None:
-        values = self.__dict__
-        for name in self.FIELDS:
-            values[name] = getattr(delivery, name)
-        values["changes"] = {}
+        self.__dict__["changes"] = {}
+        self.read(**{name: getattr(delivery, name) for name in self.FIELDS})
+
+    def read(self, **values: Any) -> None:
+        """Set fields as read from the database (not changes to write)."""
+        self.__dict__.update(values)
 
     def __setattr__(self, name: str, value: Any) -> None:
         self.__dict__[name] = value
@@ -117,12 +119,10 @@ def still_received(hub: Hub, session: Session, rows: list[DeliveryRow]) -> list[
     if not hub.db.is_sqlite:
         query = query.with_for_update(skip_locked=True)
     found = {row_id: (by, at) for row_id, by, at in session.connection().execute(query)}
-    live = []
-    for row in rows:
-        if row.id in found:
-            # Not assigned through __setattr__: these are read, not changes to write.
-            row.__dict__["released_by"], row.__dict__["released_at"] = found[row.id]
-            live.append(row)
+    live = [row for row in rows if row.id in found]
+    for row in live:
+        by, at = found[row.id]
+        row.read(released_by=by, released_at=at)
     return live
 
 

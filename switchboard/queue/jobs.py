@@ -124,20 +124,19 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     with hub.db.write() as session:
         cache = directory_cache(hub, session)
         picker = sessions.Picker(session, hub.clock)
-        live = {row.id for row in still_received(hub, session, [item.row for item in prepared if item is not None])}
-        changed: list[DeliveryRow] = []
-        sources = sources_of(session, [item.row for item in prepared if item is not None and item.row.id in live])
+        rows = still_received(hub, session, [item.row for item in prepared if item is not None])
+        sources = sources_of(session, rows)
+        live = {row.id for row in rows}
         for item in prepared:
             if item is None or item.row.id not in live:
                 statuses.append(None)
                 continue
             status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for,
                                                sources[item.row.source_id])
-            changed.append(item.row)
             statuses.append(status)
             if wake is not None:
                 wakes.append((wake, received_at))
-        write_rows(session, changed)
+        write_rows(session, rows)  # every live row, changed by _apply
     # Each delivery of the batch waited for the whole batch: that is its processing time.
     metrics.processing_observed(time.perf_counter() - started, sum(1 for st in statuses if st is not None))
     for agent_id in decided_for:  # the verdict goes out after the commit
