@@ -12,7 +12,7 @@ import pytest
 from switchboard.clock import Clock, FixedClock
 from switchboard.config import Settings
 from switchboard.hub import Hub
-from tests.conftest import configure
+from tests.conftest import World, configure
 from tests.services import fresh_postgres_database
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
@@ -37,14 +37,21 @@ def settings_for(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -
 
 
 @contextmanager
-def configured_hub(settings: Settings, clock: Clock | None = None) -> Iterator[Hub]:
-    """A hub on ``settings`` configured by :func:`tests.conftest.configure`; closed afterwards."""
-    configure(settings)
+def configured_world(settings: Settings, clock: Clock | None = None) -> Iterator[tuple[World, Hub]]:
+    """The world :func:`tests.conftest.configure` made on ``settings`` and a hub on it; closed afterwards."""
+    world = configure(settings)
     h = Hub(settings, clock=clock, role="cli")
     try:
-        yield h
+        yield world, h
     finally:
         h.close()
+
+
+@contextmanager
+def configured_hub(settings: Settings, clock: Clock | None = None) -> Iterator[Hub]:
+    """A hub on ``settings`` configured by :func:`tests.conftest.configure`; closed afterwards."""
+    with configured_world(settings, clock) as (_world, h):
+        yield h
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -21,21 +21,16 @@ from switchboard.intake import quarantine
 from switchboard.models import Delivery, Todo
 from switchboard.queue import jobs
 from switchboard.queue.jobs import process_delivery
-from tests.conftest import CASES, World, configure, store_github_delivery
-from tests.queue.conftest import NOW, TickingClock, settings_for
+from tests.conftest import CASES, World, store_github_delivery
+from tests.queue.conftest import NOW, TickingClock, configured_world, settings_for
 
 ISSUE = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def wh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[World, Hub]]:
-    settings = settings_for(request, tmp_path, request.param)
-    world = configure(settings)
-    hub = Hub(settings, clock=TickingClock(NOW), role="cli")
-    try:
-        yield world, hub
-    finally:
-        hub.close()
+    with configured_world(settings_for(request, tmp_path, request.param), TickingClock(NOW)) as pair:
+        yield pair
 
 
 def _store(hub: Hub, world: World, payload: dict[str, Any]) -> str:
