@@ -23,25 +23,37 @@ if TYPE_CHECKING:
 
 
 class DirectoryCache:
-    """Attribution outcomes and wake recipients, valid while the ``directory`` stamp holds.
+    """Sources, attribution outcomes and wake recipients, valid while the ``directory`` stamp holds.
 
-    Issue 11: attribution and the wake look-ups were 43 % of processing. Both are functions of
-    identities, trust lists, project owners, grants, agents and projects, whose every change
-    bumps the ``directory`` change stamp (triggers, migration 0007). The stamp is read once per
-    processing transaction; a different value empties the cache.
+    Issue 11: attribution and the wake look-ups were 43 % of processing. They are functions of
+    sources (trust lists, queue, todo events), identities, project owners, grants, agents and
+    projects, whose every change bumps the ``directory`` change stamp (triggers, migration
+    0007). The stamp is read once per processing transaction; a different value empties the
+    cache, so a source is never older than the stamp an attribution is cached under.
     """
 
     def __init__(self) -> None:
         self.stamp = -1
+        self.sources: dict[str, Source] = {}
         self.attributions: dict[tuple[Any, ...], Attribution] = {}
         self.recipients: dict[str, tuple[str, list[str]]] = {}
 
     def reset_to(self, stamp: int) -> None:
-        """Forget everything computed under another stamp."""
+        """Forget everything read or computed under another stamp."""
         if stamp != self.stamp:
             self.stamp = stamp
+            self.sources = {}
             self.attributions = {}
             self.recipients = {}
+
+    def sources_of(self, session: Session, rows: list[DeliveryRow]) -> dict[str, Source]:
+        """The rows' sources (detached rows, column attributes only), read in the caller's
+        transaction the first time under this stamp (one statement for those missing)."""
+        missing = {row.source_id for row in rows} - self.sources.keys()
+        if missing:
+            query = select(Source).where(Source.id.in_(missing))  # type: ignore[attr-defined]
+            self.sources.update((src.id, src) for src in session.execute(query).scalars())
+        return self.sources
 
     def attribute(self, session: Session, sender: Any, source: Source) -> Attribution:
         """:func:`~switchboard.intake.attribution.attribute`, remembered per source and sender."""
@@ -124,16 +136,6 @@ def still_received(hub: Hub, session: Session, rows: list[DeliveryRow]) -> list[
         by, at = found[row.id]
         row.read(released_by=by, released_at=at)
     return live
-
-
-def sources_of(session: Session, rows: list[DeliveryRow]) -> dict[str, Source]:
-    """The rows' sources, read in the caller's write transaction (one statement): their trust
-    lists, queue and todo events as of the ``directory`` stamp the transaction read, so an
-    attribution cached under that stamp is never one worked out from an older trust list."""
-    wanted = {row.source_id for row in rows}
-    if not wanted:
-        return {}
-    return {src.id: src for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()}  # type: ignore[attr-defined]
 
 
 DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]

@@ -37,7 +37,6 @@ from switchboard.queue.batch import (
     DeliveryRow,
     DirectoryCache,
     directory_cache,
-    sources_of,
     still_received,
     write_rows,
 )
@@ -68,7 +67,7 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
         Per id in order, ``None`` when the delivery is gone or no longer ``received``. The
         outcome depends only on the stored body and headers, which never change while the
         delivery is ``received``; the write transaction reads the sources again
-        (:func:`~switchboard.queue.batch.sources_of`).
+        (:meth:`~switchboard.queue.batch.DirectoryCache.sources_of`).
     """
     with hub.db.read() as session:
         rows = {
@@ -125,7 +124,7 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
         cache = directory_cache(hub, session)
         picker = sessions.Picker(session, hub.clock)
         rows = still_received(hub, session, [item.row for item in prepared if item is not None])
-        sources = sources_of(session, rows)
+        sources = cache.sources_of(session, rows)
         live = {row.id for row in rows}
         for item in prepared:
             if item is None or item.row.id not in live:
