@@ -86,7 +86,7 @@ def analyze(settings: Settings) -> None:
         hub.close()
 
 
-def _claimer(settings: Settings, name: str, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _claimer(settings: Settings, name: str, ready: mp.Queue, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
     hub = Hub(settings, role="cli")
     n = 0
     with hub.db.read() as s:
@@ -97,6 +97,7 @@ def _claimer(settings: Settings, name: str, start: mp.Event, out: mp.Queue) -> N
     # As the claim and complete tools do: on PostgreSQL each is one statement, run without
     # BEGIN/COMMIT round trips (Database.write(autocommit=True)).
     one = leases.one_statement(not hub.db.is_sqlite, hub.clock)
+    ready.put(name)
     start.wait()
     while True:
         with hub.db.write(autocommit=one) as s:
@@ -117,11 +118,15 @@ def throughput(settings: Settings, claimers: int, todos: int) -> float:
     project_id = setup(settings, claimers)
     fill(settings, project_id, todos)
     ctx = mp.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_claimer, args=(settings, f"w{i}", start, out)) for i in range(claimers)]
+    ready, start, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(settings, f"w{i}", ready, start, out)) for i in range(claimers)]
     for p in procs:
         p.start()
-    time.sleep(2.0)  # let every process import and connect before the clock starts
+    # The clock starts when every process has imported, connected and read its grants: with 8
+    # processes on 2 cores the imports alone take longer than a fixed pause (issue 11).
+    for _ in procs:
+        ready.get(timeout=120)
+    time.sleep(0.2)
     began = time.perf_counter()
     start.set()
     done = sum(out.get(timeout=600) for _ in procs)
