@@ -78,6 +78,7 @@ class Hub:
         self.warm_up: threading.Thread | None = None
         """Builds the intake rules (about a second) so the first delivery does not wait for them."""
         if role in ("serve", "worker"):
+            self.db.start_checkpointer()  # SQLite: checkpoints outside the writers' COMMITs (issue 11)
             from switchboard.intake.screening import warm_up
 
             self.warm_up = threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True)
