@@ -82,6 +82,35 @@ def _rss_kib(pid: int) -> int:
     return total
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its descendants so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                total += _cpu_seconds(int(child))
+            except OSError:
+                pass
+    return total
+
+
+def _settle(procs: list[subprocess.Popen[bytes]], window: float = 0.5, timeout: float = 60.0) -> None:
+    """Wait until ``procs`` (and their children) use under 10 % of a core over ``window``
+    seconds: a hub's imports and intake warm-up (about a second of CPU per process) must not
+    run during a measure on a 2-core machine."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = sum(_cpu_seconds(p.pid) for p in procs if p.poll() is None)
+        time.sleep(window)
+        if sum(_cpu_seconds(p.pid) for p in procs if p.poll() is None) - before < 0.1 * window:
+            return
+
+
 class Stream:
     """The agent's stream: records the arrival time of each wake by issue number."""
 
@@ -230,36 +259,29 @@ def main() -> None:
                 ("embedded (SQLite, processing process)", port, procs[-1].pid, _token(home), f"/hooks/{gh}")
             )
             redis = shutil.which("redis-server")
-            if args.rq and redis:
+
+            def start_rq() -> list[subprocess.Popen[bytes]]:
+                """The rq hub's processes (redis-server, serve, workers), started only once the
+                embedded hub is measured: their start-up would run during its load."""
+                assert redis is not None
                 home2 = Path(tmp) / "rq"
                 gh2, _ = _configure(home2)
                 rport, port2 = _port(), _port()
-                procs.append(
-                    _start(
-                        [redis, "--port", str(rport), "--save", "", "--appendonly", "no", "--dir", tmp],
-                        env,
-                        rport,
-                    )
-                )
+                started = [_start([redis, "--port", str(rport), "--save", "", "--appendonly", "no", "--dir", tmp],
+                                  env, rport)]
                 env2 = {
                     **env,
                     "SWITCHBOARD_HOME": str(home2),
                     "SWITCHBOARD_REDIS_URL": f"redis://127.0.0.1:{rport}/0",
                 }
-                procs.append(_start([exe, "serve", "--port", str(port2)], env2, port2))
-                serve_pid = procs[-1].pid
+                started.append(_start([exe, "serve", "--port", str(port2)], env2, port2))
+                serve_pid = started[-1].pid
                 for _ in range(args.workers):
-                    procs.append(
-                        subprocess.Popen(
-                            [exe, "worker"],
-                            env=checkout_env(env2),
-                            cwd=ROOT,
-                            stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL,
-                        )
-                    )
+                    started.append(subprocess.Popen([exe, "worker"], env=checkout_env(env2), cwd=ROOT,
+                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
                 label = f"rq (Redis, {args.workers} worker{'s' if args.workers > 1 else ''})"
                 hubs.append((label, port2, serve_pid, _token(home2), f"/hooks/{gh2}"))
+                return started
 
             print(
                 f"delivery -> wake on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; shared machine), "
@@ -268,7 +290,11 @@ def main() -> None:
             print(
                 f"{'hub':38} {'load':>18} {'acked/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
             )
-            for name, port, pid, token, path in hubs:
+            for i, stack in enumerate([None, "rq"] if args.rq and redis else [None]):
+                if stack == "rq":
+                    procs.extend(start_rq())
+                name, port, pid, token, path = hubs[i]
+                _settle(procs)
                 asyncio.run(_latency(port, token, path, 10**6, 100, args.connections, None))  # warm-up
                 for label, rate, first in (
                     ("full speed", None, 0),
