@@ -145,7 +145,8 @@ class WalCheckpointer:
         interval: seconds between checkpoints.
 
     Attributes:
-        checkpoints: passive checkpoints run so far that copied at least one frame.
+        checkpoints: passive checkpoints so far that copied frames (one that found the log
+            already copied does not count).
     """
 
     def __init__(self, path: str, interval: float = CHECKPOINT_INTERVAL_SECONDS) -> None:
@@ -157,7 +158,7 @@ class WalCheckpointer:
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
-        failed = False
+        failed, last = False, (0, 0)
         while not self._stop.wait(self.interval):
             try:
                 if conn is None:
@@ -166,8 +167,10 @@ class WalCheckpointer:
                     conn = sqlite3.connect(f"file:{quote(self.path)}?mode=rw", uri=True, timeout=0,
                                            isolation_level=None, check_same_thread=False)
                 busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if copied > 0 and not busy:
+                # (frames in the log, frames copied so far): the same pair again copied nothing.
+                if copied > 0 and not busy and (frames, copied) != last:
                     self.checkpoints += 1
+                    last = (frames, copied)
                 failed = False
             except sqlite3.Error as exc:
                 if not failed:  # once per failure streak; the in-COMMIT backstop still runs
