@@ -145,8 +145,9 @@ class WalCheckpointer:
         interval: seconds between checkpoints.
 
     Attributes:
-        checkpoints: passive checkpoints so far that copied frames (one that found the log
-            already copied does not count).
+        checkpoints: passes whose totals (frames in the log, frames copied) changed and
+            copied something: about the checkpoints that did work (a pass over a log already
+            copied does not count; two passes with equal totals around a restart count once).
     """
 
     def __init__(self, path: str, interval: float = CHECKPOINT_INTERVAL_SECONDS) -> None:
@@ -164,9 +165,16 @@ class WalCheckpointer:
                 if conn is None:
                     # Autocommit (no read transaction held between checkpoints), never waits, and
                     # never creates the file (mode=rw) if the instance was removed meanwhile.
-                    conn = sqlite3.connect(f"file:{quote(self.path)}?mode=rw", uri=True, timeout=0,
-                                           isolation_level=None, check_same_thread=False)
+                    # (An absolute path after "file://": a path starting "//" is no URI authority.)
+                    conn = sqlite3.connect(f"file://{quote(os.path.abspath(self.path))}?mode=rw", uri=True,
+                                           timeout=0, isolation_level=None, check_same_thread=False)
                 busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if frames == -1:
+                    # Not in WAL mode as this connection saw the file: opened before the
+                    # migrations turned WAL on, it would never look again. Reconnect next pass.
+                    conn.close()
+                    conn = None
+                    continue
                 # (frames in the log, frames copied so far): the same pair again copied nothing.
                 if copied > 0 and not busy and (frames, copied) != last:
                     self.checkpoints += 1

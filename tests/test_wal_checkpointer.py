@@ -5,7 +5,7 @@ delivery → wake p99 93-130 ms with it and 51-80 ms without; ``bench/wake.py``)
 from __future__ import annotations
 
 import logging
-import threading
+import sqlite3
 import time
 from pathlib import Path
 
@@ -18,10 +18,6 @@ from switchboard.hub import Hub
 from tests.conftest import LiveApp, wait_for
 
 ROWS, ROW_BYTES = 200, 4000
-
-
-def _checkpoint_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "switchboard-wal-checkpoint"]
 
 
 def _fill(db: Database) -> Path:
@@ -51,9 +47,41 @@ def test_the_checkpointer_copies_the_log_into_the_database_file(tmp_path: Path) 
         assert db.checkpointer.checkpoints == 1
         with db.read() as s:
             assert s.execute(sa.text("SELECT count(*) FROM t")).scalar() == ROWS
+        thread = db.checkpointer._thread
     finally:
         db.dispose()
-    assert db.checkpointer is None and not _checkpoint_threads()
+    assert db.checkpointer is None and not thread.is_alive()
+
+
+def test_a_checkpointer_started_before_the_file_is_in_wal_mode_checkpoints_once_it_is(tmp_path: Path) -> None:
+    # From a review: a connection that first read the file in rollback-journal mode (before the
+    # migrations turned WAL on) never looked again, so every pass returned (0, -1, -1) silently.
+    path = tmp_path / "switchboard.db"
+    sqlite3.connect(path).close()  # an empty file, as make_engine's secure() leaves it
+    checkpointer = WalCheckpointer(str(path), interval=0.01)
+    try:
+        time.sleep(0.1)  # it has connected and seen a rollback-journal file
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("CREATE TABLE t (x BLOB)")
+        for _ in range(ROWS):
+            conn.execute(f"INSERT INTO t VALUES (randomblob({ROW_BYTES}))")
+        wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+        conn.close()
+    finally:
+        checkpointer.close()
+
+
+def test_a_path_starting_with_two_slashes_is_a_path(tmp_path: Path) -> None:
+    db = Database(Settings(home=tmp_path))
+    try:
+        path = _fill(db)
+        checkpointer = WalCheckpointer("/" + str(path), interval=0.01)  # "//tmp/...": the same file
+        wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+        checkpointer.close()
+    finally:
+        db.dispose()
 
 
 def test_writers_keep_writing_while_it_checkpoints_and_the_log_starts_over(tmp_path: Path) -> None:
@@ -95,10 +123,11 @@ def test_long_running_roles_checkpoint_in_the_background_and_the_cli_does_not(tm
     try:
         assert cli.db.checkpointer is None
         assert worker.db.checkpointer is not None
+        thread = worker.db.checkpointer._thread
     finally:
         cli.close()
         worker.close()
-    assert not _checkpoint_threads()
+    assert not thread.is_alive()
 
 
 def test_serve_checkpoints_in_the_background(live: LiveApp) -> None:
