@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -118,18 +119,20 @@ class Prepared:
         self.returning = list(returning)
         self.expanding = expanding
         self.writes_feed = writes_feed
-        self._compiled: dict[tuple[str, int], _Compiled] = {}
+        # Per dialect object, not per dialect name: a type's processors may read state the
+        # engine put on its dialect (the vault's key ring, ``sealing.columns.attach``), and two
+        # databases in one process (tests, tools) have two rings.
+        self._compiled: weakref.WeakKeyDictionary[sa.Dialect, dict[int, _Compiled]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def _for(self, dialect: sa.Dialect, length: int) -> _Compiled:
-        key = (dialect.name, length)
-        found = self._compiled.get(key)
+        found = self._compiled.get(dialect, {}).get(length)
         if found is None:
             with self._lock:
-                found = self._compiled.get(key)
+                by_length = self._compiled.setdefault(dialect, {})
+                found = by_length.get(length)
                 if found is None:
-                    found = self._compiled[key] = _Compiled(self.stmt, dialect, self.expanding, length,
-                                                            self.returning)
+                    found = by_length[length] = _Compiled(self.stmt, dialect, self.expanding, length, self.returning)
         return found
 
     def run(self, session: Session, params: Mapping[str, Any]) -> list[dict[str, Any]]:

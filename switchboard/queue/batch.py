@@ -8,6 +8,7 @@ Split from :mod:`switchboard.queue.jobs`, which applies them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, select, update
@@ -17,6 +18,7 @@ from switchboard.intake.attribution import Attribution, attribute
 from switchboard.models import Delivery, Source
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
 from switchboard.notify.wakes import recipients
+from switchboard.prepared import Prepared
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -105,9 +107,13 @@ class DeliveryRow:
 
     FIELDS = ("id", "source_id", "project_id", "received_at", "released_by", "released_at")
 
-    def __init__(self, delivery: Delivery) -> None:
+    def __init__(self, delivery: Delivery | Mapping[str, Any]) -> None:
+        """``delivery``: the ORM row, or a row read as a mapping (:data:`READ_DELIVERIES`)."""
         self.__dict__["changes"] = {}
-        self.read(**{name: getattr(delivery, name) for name in self.FIELDS})
+        if isinstance(delivery, Mapping):
+            self.read(**{name: delivery[name] for name in self.FIELDS})
+        else:
+            self.read(**{name: getattr(delivery, name) for name in self.FIELDS})
 
     def read(self, **values: Any) -> None:
         """Set fields as read from the database (not changes to write)."""
@@ -126,19 +132,49 @@ def still_received(hub: Hub, session: Session, rows: list[DeliveryRow]) -> list[
     worker holds is skipped, and processed by that worker)."""
     if not rows:
         return []
-    query = select(DELIVERIES.c.id, DELIVERIES.c.released_by, DELIVERIES.c.released_at).where(
-        DELIVERIES.c.id.in_([row.id for row in rows]), DELIVERIES.c.status == "received")
-    if not hub.db.is_sqlite:
-        query = query.with_for_update(skip_locked=True)
-    found = {row_id: (by, at) for row_id, by, at in session.connection().execute(query)}
+    statement = _STILL_RECEIVED[hub.db.is_sqlite]
+    found = {}
+    for chunk in chunks([row.id for row in rows]):
+        found.update((r["id"], r) for r in statement.run(session, {"b_ids": chunk}))
     live = [row for row in rows if row.id in found]
     for row in live:
-        by, at = found[row.id]
-        row.read(released_by=by, released_at=at)
+        row.read(released_by=found[row.id]["released_by"], released_at=found[row.id]["released_at"])
     return live
 
 
 DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
+SOURCES = Source.__table__  # type: ignore[attr-defined]
+CHUNK = 32
+"""Ids per prepared ``IN`` list at most: each length is compiled once (:class:`Prepared`), so
+longer lists are read in chunks and the compiled statements stay a bounded set."""
+
+
+def chunks(ids: list[str]) -> list[list[str]]:
+    """``ids`` in lists of at most :data:`CHUNK`."""
+    return [ids[i:i + CHUNK] for i in range(0, len(ids), CHUNK)]
+
+
+def _ids_in(table: Any, *columns: Any) -> Any:
+    return select(*columns).where(table.c.id.in_(bindparam("b_ids", expanding=True)))
+
+
+_STILL_COLUMNS = (DELIVERIES.c.id, DELIVERIES.c.released_by, DELIVERIES.c.released_at)
+_STILL_RECEIVED = {
+    # True: SQLite (its one writer excludes the others); False: PostgreSQL, rows locked.
+    True: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(DELIVERIES.c.status == "received"),
+                   _STILL_COLUMNS, "b_ids"),
+    False: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(DELIVERIES.c.status == "received")
+                    .with_for_update(skip_locked=True), _STILL_COLUMNS, "b_ids"),
+}
+_READ_COLUMNS = (DELIVERIES.c.id, DELIVERIES.c.source_id, DELIVERIES.c.project_id, DELIVERIES.c.received_at,
+                 DELIVERIES.c.released_by, DELIVERIES.c.released_at, DELIVERIES.c.status, DELIVERIES.c.raw_body,
+                 DELIVERIES.c.headers)
+READ_DELIVERIES = Prepared(_ids_in(DELIVERIES, *_READ_COLUMNS), _READ_COLUMNS, "b_ids")
+"""Processing's read of a batch before its write transaction: the :class:`DeliveryRow` fields,
+the status, the body (opened by its sealed column type) and the headers."""
+_SOURCE_COLUMNS = (SOURCES.c.id, SOURCES.c.provider, SOURCES.c.queue)
+READ_SOURCES = Prepared(_ids_in(SOURCES, *_SOURCE_COLUMNS), _SOURCE_COLUMNS, "b_ids")
+"""The provider and queue of a batch's sources (parse and screening, before the transaction)."""
 _UPDATES: dict[tuple[str, ...], Any] = {}
 
 

@@ -34,8 +34,11 @@ from switchboard.notify import sessions
 from switchboard.notify.wakes import Wake, route
 from switchboard.queue import todos
 from switchboard.queue.batch import (
+    READ_DELIVERIES,
+    READ_SOURCES,
     DeliveryRow,
     DirectoryCache,
+    chunks,
     directory_cache,
     still_received,
     write_rows,
@@ -70,31 +73,27 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
         (:meth:`~switchboard.queue.batch.DirectoryCache.sources_of`).
     """
     with hub.db.read() as session:
-        rows = {
-            d.id: d for d in session.execute(select(Delivery).where(Delivery.id.in_(delivery_ids))).scalars()
-        }  # type: ignore[attr-defined]
-        wanted = {d.source_id for d in rows.values() if d.status == "received"}
-        sources = (
-            {src.id: src for src in session.execute(select(Source).where(Source.id.in_(wanted))).scalars()}
-            if wanted
-            else {}
-        )  # type: ignore[attr-defined]
+        # Prepared statements (compiled once, issue 11): a batch of one delivery spent 1.8 ms here
+        # building, cache-keying and loading two ORM selects, more than the rest of processing it.
+        rows = {r["id"]: r for chunk in chunks(delivery_ids) for r in READ_DELIVERIES.run(session, {"b_ids": chunk})}
+        wanted = sorted({r["source_id"] for r in rows.values() if r["status"] == "received"})
+        sources = {r["id"]: r for chunk in chunks(wanted) for r in READ_SOURCES.run(session, {"b_ids": chunk})}
     out: list[_Prepared | None] = []
     for delivery_id in delivery_ids:
         delivery = rows.get(delivery_id)
-        if delivery is None or delivery.status != "received":
+        if delivery is None or delivery["status"] != "received":
             out.append(None)
             continue
-        body, headers = delivery.raw_body or b"", delivery.headers or {}
-        source = sources[delivery.source_id]
-        adapter = adapter_for(source.provider)
+        body, headers = delivery["raw_body"] or b"", delivery["headers"] or {}
+        source = sources[delivery["source_id"]]
+        adapter = adapter_for(source["provider"])
         row = DeliveryRow(delivery)
         try:
             envelope = adapter.parse(body, headers)
         except InvalidArgument as exc:  # MalformedPayload, MalformedRequest
             out.append(_Prepared(row, parse_error=exc))
             continue
-        out.append(_Prepared(row, envelope, screening.screen(body, headers, envelope, adapter, source.queue)))
+        out.append(_Prepared(row, envelope, screening.screen(body, headers, envelope, adapter, source["queue"])))
     return out
 
 

@@ -148,3 +148,30 @@ def test_claim_and_complete_write_the_attempt_and_the_events(system_hub: Hub) ->
         ("todo.completed", "t", project_id, {"agent_id": agent.id, "attempt": 1}),
     ]
     assert all(before - timedelta(seconds=5) <= e.created_at <= after + timedelta(seconds=5) for e in events)
+
+
+def test_two_databases_in_one_process_each_read_bodies_with_their_own_key_ring(tmp_path: Path) -> None:
+    # A prepared statement's type processors read the key ring the engine put on its dialect:
+    # compiled once per dialect name, processing's read of the batch opened a second instance's
+    # bodies with the first instance's ring ("the vault key for this delivery body is not
+    # configured"), found by tests/intake/test_secret_flow.py in a shared test process.
+    from switchboard.config import Settings
+    from switchboard.models import Delivery
+    from switchboard.queue.jobs import process_delivery
+    from switchboard.sealing.keys import load_key_ring
+    from tests.conftest import CASES, _configure, configure, store_github_delivery
+
+    body = (CASES / "github" / "issues.opened.json").read_bytes()
+    settings = [Settings(home=tmp_path / name) for name in ("a", "b")]
+    # The second one configured from scratch: a template copy shares the template's ring.
+    worlds = [configure(settings[0]), _configure(settings[1], "It's a Secret to Everybody")]
+    assert load_key_ring(settings[0]).keys != load_key_ring(settings[1]).keys
+    for s, world in zip(settings, worlds, strict=True):
+        hub = Hub(s, role="cli")
+        try:
+            delivery_id = store_github_delivery(hub, world, body)
+            assert process_delivery(hub, delivery_id) == "processed"
+            with hub.db.read() as session:
+                assert session.get(Delivery, delivery_id).todo_id is not None  # type: ignore[union-attr]
+        finally:
+            hub.close()
