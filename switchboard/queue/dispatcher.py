@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue as stdqueue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -21,6 +22,12 @@ an earlier version)."""
 RQ_BATCH = 16
 """Delivery ids per rq job at most: one job per writer commit, cut into pieces this size so
 several workers share a burst (issue 11)."""
+RQ_LINGER_SECONDS = 0.01
+"""Under load, the rq hand-off waits until this long after the previous one started before it
+takes what is waiting (a lone delivery after a quiet spell goes at once). Measured with
+``bench/wake.py --rq --workers 2`` (issue 11): a job per writer commit averaged about 9
+deliveries at full speed, each job costs rq about 2.7 ms of worker CPU, and the workers fell
+behind the acks (full-speed wake p99 172-492 ms); with the wait, 109-210 ms."""
 
 
 class Dispatcher(Protocol):
@@ -135,8 +142,9 @@ class RqDispatcher(InProcess):
     ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and
     enqueues them as jobs of up to :data:`RQ_BATCH` ids each with ``Queue.enqueue_many`` in one
     Redis pipeline (one round trip per hand-off, and one rq job per 16 deliveries instead of
-    one per delivery: issue 11), so neither the event loop nor the delivery writer waits on
-    Redis, and a worker processes a job's deliveries in one transaction. An id lost with the
+    one per delivery: issue 11), at most one hand-off per :data:`RQ_LINGER_SECONDS` under load,
+    so neither the event loop nor the delivery writer waits on Redis, and a worker processes a
+    job's deliveries in one transaction. An id lost with the
     process (or refused by Redis) is still ``received`` in the database: the sweeper re-sends it.
     """
 
@@ -160,11 +168,16 @@ class RqDispatcher(InProcess):
             self._ids.put(list(delivery_ids))
 
     def _run(self) -> None:
+        last = -RQ_LINGER_SECONDS
         while True:
             first = self._ids.get()
             if first is None:
                 return
+            wait = last + RQ_LINGER_SECONDS - time.monotonic()
+            if wait > 0:  # the previous hand-off was just now: gather more into fewer jobs
+                time.sleep(wait)
             lists, stop = drain(self._ids, first, self.MAX_BATCH)
+            last = time.monotonic()
             self.enqueue([i for ids in lists for i in ids])
             if stop:
                 return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from dataclasses import replace
 
@@ -16,7 +17,7 @@ from switchboard import worker as worker_module
 from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.queue.dispatcher import RQ_BATCH, RQ_JOB, RQ_QUEUE, RqDispatcher
-from tests.conftest import CASES, World, github_headers
+from tests.conftest import CASES, World, github_headers, wait_for
 
 
 def _store(world: World, n: int, tag: str) -> list[str]:
@@ -96,3 +97,33 @@ def test_enqueue_cuts_a_hand_off_into_jobs(redis_url: str) -> None:
         dispatcher.close()
     sizes = sorted(len(job.args[0]) for job in Queue(RQ_QUEUE, connection=conn).get_jobs())
     assert sizes == [3, RQ_BATCH, RQ_BATCH]
+
+
+def test_under_load_hand_offs_wait_for_each_other_and_a_lone_one_goes_at_once(redis_url: str) -> None:
+    # Issue 11: one job per writer commit left the rq workers behind the acks at full speed.
+    from switchboard.queue import dispatcher as dispatcher_module
+
+    dispatcher = RqDispatcher(redis_url)
+    calls: list[tuple[float, list[str]]] = []
+    dispatcher.enqueue = lambda ids: calls.append((time.monotonic(), list(ids)))  # type: ignore[method-assign]
+    try:
+        time.sleep(0.05)
+        sent = time.monotonic()
+        dispatcher.submit(["dlv_lone"])
+        wait_for(lambda: calls, timeout=5)
+        assert calls[0][1] == ["dlv_lone"] and calls[0][0] - sent < dispatcher_module.RQ_LINGER_SECONDS
+        calls.clear()
+        time.sleep(0.05)
+        began = time.monotonic()
+        for i in range(40):  # one commit's ids every millisecond for 40 ms
+            dispatcher.submit([f"dlv_{i}"])
+            time.sleep(0.001)
+        wait_for(lambda: sum(len(ids) for _, ids in calls) == 40, timeout=5)
+        assert [i for _, ids in calls for i in ids] == [f"dlv_{i}" for i in range(40)]  # in order, once
+        # At most one hand-off per linger interval (plus the first, at once), not one per commit.
+        elapsed = time.monotonic() - began
+        assert len(calls) <= elapsed / dispatcher_module.RQ_LINGER_SECONDS + 2, (len(calls), elapsed)
+        starts = [at for at, _ in calls]
+        assert all(b - a >= dispatcher_module.RQ_LINGER_SECONDS * 0.9 for a, b in zip(starts, starts[1:]))
+    finally:
+        dispatcher.close()
