@@ -107,13 +107,10 @@ class DeliveryRow:
 
     FIELDS = ("id", "source_id", "project_id", "received_at", "released_by", "released_at")
 
-    def __init__(self, delivery: Delivery | Mapping[str, Any]) -> None:
-        """``delivery``: the ORM row, or a row read as a mapping (:data:`READ_DELIVERIES`)."""
+    def __init__(self, delivery: Mapping[str, Any]) -> None:
+        """``delivery``: the row as :data:`READ_DELIVERIES` read it (column name to value)."""
         self.__dict__["changes"] = {}
-        if isinstance(delivery, Mapping):
-            self.read(**{name: delivery[name] for name in self.FIELDS})
-        else:
-            self.read(**{name: getattr(delivery, name) for name in self.FIELDS})
+        self.read(**{name: delivery[name] for name in self.FIELDS})
 
     def read(self, **values: Any) -> None:
         """Set fields as read from the database (not changes to write)."""
