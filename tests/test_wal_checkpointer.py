@@ -33,6 +33,11 @@ def _fill(db: Database) -> Path:
     return Path(db._file)
 
 
+def _copied(path: Path) -> None:
+    """Wait until the rows :func:`_fill` wrote are in the database file itself."""
+    wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+
+
 def test_the_checkpointer_copies_the_log_into_the_database_file(tmp_path: Path) -> None:
     db = Database(Settings(home=tmp_path))
     try:
@@ -40,7 +45,7 @@ def test_the_checkpointer_copies_the_log_into_the_database_file(tmp_path: Path) 
         assert ROWS * ROW_BYTES // 4096 < WAL_AUTOCHECKPOINT_PAGES  # no COMMIT checkpointed
         assert path.stat().st_size < ROWS * ROW_BYTES  # the rows are in the WAL only
         db.start_checkpointer(interval=0.02)
-        wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+        _copied(path)
         assert db.checkpointer is not None
         wait_for(lambda: db.checkpointer.checkpoints >= 1, timeout=5)  # type: ignore[union-attr]
         time.sleep(0.2)  # ten more passes over a log already copied count nothing
@@ -67,7 +72,7 @@ def test_a_checkpointer_started_before_the_file_is_in_wal_mode_checkpoints_once_
         conn.execute("CREATE TABLE t (x BLOB)")
         for _ in range(ROWS):
             conn.execute(f"INSERT INTO t VALUES (randomblob({ROW_BYTES}))")
-        wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+        _copied(path)
         conn.close()
     finally:
         checkpointer.close()
@@ -78,7 +83,7 @@ def test_a_path_starting_with_two_slashes_is_a_path(tmp_path: Path) -> None:
     try:
         path = _fill(db)
         checkpointer = WalCheckpointer("/" + str(path), interval=0.01)  # "//tmp/...": the same file
-        wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+        _copied(path)
         checkpointer.close()
     finally:
         db.dispose()
@@ -89,7 +94,7 @@ def test_writers_keep_writing_while_it_checkpoints_and_the_log_starts_over(tmp_p
     try:
         path = _fill(db)
         db.start_checkpointer(interval=0.01)
-        wait_for(lambda: path.stat().st_size >= ROWS * ROW_BYTES, timeout=10)
+        _copied(path)
         wal = Path(f"{path}-wal")
         first = wal.stat().st_size
         # Each write after a full checkpoint starts the log again from its beginning: 100 more
