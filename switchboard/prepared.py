@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +34,9 @@ from switchboard.feed import bell
 
 _POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
 _NAMED = re.compile(r"%\((\w+)\)s")
+_CACHE = "_switchboard_prepared"
+"""The attribute of a dialect holding its compiled statements ({Prepared: {length: _Compiled}})."""
+_COMPILING = threading.Lock()
 
 
 class _Compiled:
@@ -119,17 +121,18 @@ class Prepared:
         self.returning = list(returning)
         self.expanding = expanding
         self.writes_feed = writes_feed
-        # Per dialect object, not per dialect name: a type's processors may read state the
-        # engine put on its dialect (the vault's key ring, ``sealing.columns.attach``), and two
-        # databases in one process (tests, tools) have two rings.
-        self._compiled: weakref.WeakKeyDictionary[sa.Dialect, dict[int, _Compiled]] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
 
     def _for(self, dialect: sa.Dialect, length: int) -> _Compiled:
-        found = self._compiled.get(dialect, {}).get(length)
+        # Compiled per dialect object, not per dialect name: a type's processors may read state
+        # the engine put on its dialect (the vault's key ring, ``sealing.columns.attach``), and
+        # two databases in one process (tests, tools) have two rings. The cache hangs off the
+        # dialect itself: the result processors refer to their dialect, so a cache held here
+        # (even a weak-keyed one) would keep every closed engine's dialect alive.
+        cache: dict[Prepared, dict[int, _Compiled]] | None = dialect.__dict__.get(_CACHE)
+        found = None if cache is None else cache.get(self, {}).get(length)
         if found is None:
-            with self._lock:
-                by_length = self._compiled.setdefault(dialect, {})
+            with _COMPILING:
+                by_length = dialect.__dict__.setdefault(_CACHE, {}).setdefault(self, {})
                 found = by_length.get(length)
                 if found is None:
                     found = by_length[length] = _Compiled(self.stmt, dialect, self.expanding, length, self.returning)

@@ -175,3 +175,26 @@ def test_two_databases_in_one_process_each_read_bodies_with_their_own_key_ring(t
                 assert session.get(Delivery, delivery_id).todo_id is not None  # type: ignore[union-attr]
         finally:
             hub.close()
+
+
+def test_a_closed_databases_dialect_is_freed_after_a_prepared_statement_ran(tmp_path: Path) -> None:
+    # The compiled statements' result processors refer to their dialect: a cache held by the
+    # Prepared (even weak-keyed by dialect) kept every closed engine's dialect, its key-ring
+    # function and settings alive for the life of the process (found by a review, issue 11).
+    import gc
+    import weakref
+
+    from switchboard.config import Settings
+    from switchboard.queue.batch import READ_DELIVERIES
+    from tests.conftest import configure
+
+    settings = Settings(home=tmp_path / "one")
+    configure(settings)
+    hub = Hub(settings, role="cli")
+    with hub.db.read() as session:
+        assert READ_DELIVERIES.run(session, {"b_ids": ["dlv_none"]}) == []
+    dialect = weakref.ref(hub.db.read_engine.dialect)
+    hub.close()
+    del hub, session
+    gc.collect()
+    assert dialect() is None
