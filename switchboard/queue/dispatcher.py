@@ -126,7 +126,7 @@ class InlineDispatcher(InProcess):
             if first is None:
                 return
             batch, stop = drain(self._queue, first, BATCH)
-            self._process(batch)
+            self._process(list(dict.fromkeys(batch)))  # once each (a sweep may repeat one)
             if stop:
                 return
 
@@ -178,7 +178,8 @@ class RqDispatcher(InProcess):
                 time.sleep(wait)
             lists, stop = drain(self._ids, first, self.MAX_BATCH)
             last = time.monotonic()
-            self.enqueue([i for ids in lists for i in ids])
+            # Once each: the writer's hand-off and a sweep can name the same delivery.
+            self.enqueue(list(dict.fromkeys(i for ids in lists for i in ids)))
             if stop:
                 return
 

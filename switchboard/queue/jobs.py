@@ -67,7 +67,9 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
     screening grows with the payload, 3.7 ms at 50 KB, and ran inside the write transaction).
 
     Returns:
-        Per id in order, ``None`` when the delivery is gone or no longer ``received``. The
+        Per id in order, ``None`` when the delivery is gone or no longer ``received``, or the id
+        came earlier in ``delivery_ids`` (a repeat is processed once: its screening would store
+        the delivery's secrets in the vault a second time, under refs nothing names). The
         outcome depends only on the stored body and headers, which never change while the
         delivery is ``received``; the write transaction reads the sources again
         (:meth:`~switchboard.queue.batch.DirectoryCache.sources_of`).
@@ -79,11 +81,13 @@ def _prepare(hub: Hub, delivery_ids: list[str]) -> list[_Prepared | None]:
         wanted = sorted({r["source_id"] for r in rows.values() if r["status"] == "received"})
         sources = {r["id"]: r for chunk in chunks(wanted) for r in READ_SOURCES.run(session, {"b_ids": chunk})}
     out: list[_Prepared | None] = []
+    seen: set[str] = set()
     for delivery_id in delivery_ids:
         delivery = rows.get(delivery_id)
-        if delivery is None or delivery["status"] != "received":
+        if delivery is None or delivery["status"] != "received" or delivery_id in seen:
             out.append(None)
             continue
+        seen.add(delivery_id)
         body, headers = delivery["raw_body"] or b"", delivery["headers"] or {}
         source = sources[delivery["source_id"]]
         adapter = adapter_for(source["provider"])

@@ -175,3 +175,28 @@ def test_two_processors_racing_on_one_batch_process_each_delivery_once(wh: tuple
     assert all(v == ["processed"] for v in by_id.values()), by_id
     with hub.db.read() as s:
         assert sorted(s.execute(select(Todo.delivery_id)).scalars().all()) == sorted(ids)
+
+
+def test_an_id_repeated_in_one_batch_is_processed_once_and_its_secret_stored_once(wh: tuple[World, Hub]) -> None:
+    # Found by a review (issue 11): each copy of a repeated id became its own row, both passed
+    # ``still_received``, and screening ran twice; the todo was made once (unique keys) but the
+    # vault stored the secret a second time under a ref nothing names, and the metrics counted
+    # the delivery twice. The rq hand-off's wait makes a repeat in one job more likely (the
+    # writer's hand-off and a sweep of the same delivery land in the same 10 ms).
+    from sqlalchemy import func
+
+    from switchboard.models import SecretRef
+    from tests.intake.planted_secrets import corpus
+
+    token = next(p.value for p in corpus(seed=11) if p.fmt == "github_pat_classic")
+
+    world, hub = wh
+    payload = json.loads(json.dumps(ISSUE))
+    payload["issue"]["body"] = f"CI logs show {token}"
+    delivery_id = _store(hub, world, payload)
+    assert jobs.process_batch(hub, [delivery_id, delivery_id]) == ["processed", None]
+    with hub.db.read() as s:
+        refs = s.execute(select(func.count()).select_from(SecretRef).where(SecretRef.delivery_id == delivery_id))
+        assert refs.scalar_one() == 1
+        todo = s.execute(select(Todo).where(Todo.delivery_id == delivery_id)).scalars().one()
+        assert json.dumps(todo.payload).count("[secret ref=sec_") == 1

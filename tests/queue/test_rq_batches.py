@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -126,4 +127,29 @@ def test_under_load_hand_offs_wait_for_each_other_and_a_lone_one_goes_at_once(re
         starts = [at for at, _ in calls]
         assert all(b - a >= dispatcher_module.RQ_LINGER_SECONDS * 0.9 for a, b in zip(starts, starts[1:]))
     finally:
+        dispatcher.close()
+
+
+def test_a_delivery_named_twice_in_one_hand_off_is_enqueued_once(redis_url: str) -> None:
+    # The writer's hand-off and a sweep can name the same delivery within one wait (found by a
+    # review, issue 11): one job processes it, not two copies in one transaction.
+    dispatcher = RqDispatcher(redis_url)
+    calls: list[list[str]] = []
+    gate = threading.Event()
+
+    def enqueue(ids: list[str]) -> None:
+        calls.append(list(ids))
+        gate.wait(5)
+
+    dispatcher.enqueue = enqueue  # type: ignore[method-assign]
+    try:
+        dispatcher.submit(["dlv_first"])
+        wait_for(lambda: calls, timeout=5)  # the thread is busy: the next submits wait together
+        dispatcher.submit(["dlv_a", "dlv_b"])
+        dispatcher.submit(["dlv_b", "dlv_a", "dlv_c"])
+        gate.set()
+        wait_for(lambda: len(calls) == 2, timeout=5)
+        assert calls[1] == ["dlv_a", "dlv_b", "dlv_c"]
+    finally:
+        gate.set()
         dispatcher.close()
