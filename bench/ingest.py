@@ -291,9 +291,10 @@ def _median(rows: list[dict], key: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--requests", type=int, default=3000, help="requests per target (after 10%% warm-up)")
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
     parser.add_argument("--runs", type=int, default=3, help="runs per target; medians are reported")
     args = parser.parse_args()
     n = args.requests + max(50, args.requests // 10)

@@ -376,3 +376,15 @@ def test_no_instance_names_where_the_folder_came_from(tmp_path: Path) -> None:
     set_home = subprocess.run([switchboard_exe(), "agent", "list"], env=cli_env(tmp_path / "elsewhere"),
                               capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
     assert f"{tmp_path / 'elsewhere'} (SWITCHBOARD_HOME)" in set_home.stderr
+
+
+def test_a_grant_with_a_wrong_role_shows_the_command_as_typed(env: dict[str, str]) -> None:
+    # Found by a new-user run: the usage line read "switchboard grant grant ...", a command that
+    # does not exist.
+    cli(env, "agent", "add", "claude1", "--human", "alice")
+    refused = run(env, "grant", "claude1", "acme", "--role", "admin")
+    assert refused.returncode == 2
+    assert "Usage: switchboard grant [OPTIONS] AGENT_NAME PROJECT_NAME" in refused.stderr
+    assert "Try 'switchboard grant --help'" in refused.stderr
+    assert "grant grant" not in refused.stderr
+    assert "'admin' is not one of 'read', 'work'" in refused.stderr

@@ -61,7 +61,19 @@ def project_owner(project_name: str, human_name: str) -> tuple[dict[str, Any], s
     return {"project": project_name, "owner": human_name}, f"{human_name} owns {project_name}"
 
 
-@click.command("grant")
+class _GrantContext(click.Context):
+    @property
+    def command_path(self) -> str:
+        # ``grant AGENT PROJECT`` runs this command without naming it: usage and errors read
+        # "switchboard grant ...", not "switchboard grant grant ...".
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
+class _GrantCommand(click.Command):
+    context_class = _GrantContext
+
+
+@click.command("grant", cls=_GrantCommand)
 @click.argument("agent_name")
 @click.argument("project_name")
 @click.option("--role", type=click.Choice(list(admin_ops.ROLES)), required=True)

@@ -197,7 +197,8 @@ def _lease_live(todo: Todo, now: datetime) -> bool:
     return todo.lease_expires_at is not None and todo.lease_expires_at > now
 
 
-LEASE_LOST = "lease lost: the todo was claimed again by another session; your result was not recorded"
+LEASE_LOST = ("lease lost: this session does not hold the todo's lease (another session claimed it, or this "
+              "call comes from a different session than the claim); your result was not recorded")
 
 
 def _held(session: Session, clock: Clock, agent_id: str, grants: dict[str, str], todo_id: str,
