@@ -17,7 +17,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from switchboard.config import Settings
+from switchboard.config import Settings, sqlite_uri
 from switchboard.errors import Conflict, InvalidArgument
 
 
@@ -55,9 +55,11 @@ def backup(settings: Settings, path: Path) -> dict[str, object]:
         raise Conflict(f"{path} exists; give a new file name")
     if not path.parent.is_dir():
         raise InvalidArgument(f"{path.parent} is not a folder")
-    source = Path(settings.database_url.split("///", 1)[1])
+    source = settings.sqlite_path
+    if source is None:
+        raise InvalidArgument("an in-memory database has nothing to back up")
     partial = path.with_name(path.name + ".partial")
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=30)
+    src = sqlite3.connect(sqlite_uri(source, "ro"), uri=True, timeout=30)
     dst = sqlite3.connect(partial)
     try:
         src.backup(dst, pages=1024)  # steps of 1024 pages: the writer is never held for long

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from switchboard.errors import ConfigError
 
@@ -133,7 +133,10 @@ class Settings:
         home = Path(self.home).expanduser().absolute()
         object.__setattr__(self, "home", home)
         if not self.database_url:
-            object.__setattr__(self, "database_url", f"sqlite:///{home / 'switchboard.db'}")
+            # A URL's path is percent-decoded and cut at '?' (SQLAlchemy's URL rules): a home
+            # whose name holds '%' or '?' must be quoted, or the ledger is opened elsewhere.
+            path = str(home / "switchboard.db").replace("%", "%25").replace("?", "%3F")
+            object.__setattr__(self, "database_url", f"sqlite:///{path}")
         url = self.database_url
         if url.startswith("postgresql://") or url.startswith("postgres://"):
             object.__setattr__(self, "database_url", "postgresql+psycopg://" + url.split("://", 1)[1])
@@ -145,6 +148,15 @@ class Settings:
     def is_sqlite(self) -> bool:
         """True when the ledger is an SQLite file (embedded mode)."""
         return self.database_url.startswith("sqlite")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The SQLite ledger's file, as SQLAlchemy reads the URL (the part after ``sqlite:///`` up
+        to a ``?``, percent-decoded); ``None`` for PostgreSQL or an in-memory database."""
+        if not self.is_sqlite or "///" not in self.database_url:
+            return None
+        path = unquote(self.database_url.split("///", 1)[1].split("?", 1)[0])
+        return Path(path) if path and path != ":memory:" else None
 
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (derived defaults recomputed)."""
@@ -282,6 +294,13 @@ class Settings:
 
 _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                    r"|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
+    """A URI for ``sqlite3.connect(uri, uri=True)`` opening the file ``path`` with ``mode``
+    (``"ro"``, ``"rw"``): the absolute path percent-quoted, so a ``?``, ``#`` or ``%`` in a folder
+    name, or a path starting ``//``, stays part of the file name (https://sqlite.org/uri.html)."""
+    return f"file://{quote(os.path.abspath(path))}?mode={mode}"
 
 
 def valid_host(value: str) -> bool:

@@ -22,14 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Session
 
-from switchboard.config import Settings
+from switchboard.config import Settings, sqlite_uri
 from switchboard.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,7 @@ class WalCheckpointer:
                     # Autocommit (no read transaction held between checkpoints), never waits, and
                     # never creates the file (mode=rw) if the instance was removed meanwhile.
                     # (An absolute path after "file://": a path starting "//" is no URI authority.)
-                    conn = sqlite3.connect(f"file://{quote(os.path.abspath(self.path))}?mode=rw", uri=True,
+                    conn = sqlite3.connect(sqlite_uri(self.path, "rw"), uri=True,
                                            timeout=0, isolation_level=None, check_same_thread=False)
                 busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 if frames == -1:

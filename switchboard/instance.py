@@ -21,14 +21,6 @@ FILE_MODE = 0o600
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
-def sqlite_path(settings: Settings) -> Path | None:
-    """The SQLite file of ``settings`` (``None`` for PostgreSQL or an in-memory database)."""
-    if not settings.is_sqlite:
-        return None
-    path = settings.database_url.split(":///", 1)[-1].split("?", 1)[0]
-    return None if not path or path == ":memory:" else Path(path)
-
-
 def _tighten(path: Path, mode: int) -> None:
     try:
         info = path.stat()
@@ -47,7 +39,7 @@ def secure(settings: Settings) -> None:
     home = Path(settings.home)
     home.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     _tighten(home, FOLDER_MODE)
-    db = sqlite_path(settings)
+    db = settings.sqlite_path
     if db is None:
         return
     db.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import sqlite3
 from functools import lru_cache
 from pathlib import Path
 
-from switchboard.config import Settings
+from switchboard.config import Settings, sqlite_uri
 from switchboard.errors import SwitchboardError
 
 _REVISION = re.compile(r"^revision\s*(?::\s*str\s*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
@@ -72,10 +72,10 @@ def current_revision(settings: Settings) -> str | None:
         DependencyUnavailable: PostgreSQL cannot be reached.
     """
     if settings.is_sqlite:
-        path = Path(settings.database_url.split("///", 1)[1])
-        if not path.exists():
+        path = settings.sqlite_path
+        if path is None or not path.exists():
             return None
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True, timeout=10)
         try:
             return _version(conn.execute, sqlite3.OperationalError)
         finally:

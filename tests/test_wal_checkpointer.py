@@ -89,6 +89,19 @@ def test_a_path_starting_with_two_slashes_is_a_path(tmp_path: Path) -> None:
         db.dispose()
 
 
+def test_a_home_named_with_url_characters_is_checkpointed(tmp_path: Path) -> None:
+    # '?', '#' and '%' in a folder name: the ledger URL and the checkpointer's file: URI quote
+    # them (tests/test_instance_paths.py); unquoted, the checkpointer opened another file.
+    db = Database(Settings(home=tmp_path / "odd dir?x#y%41z"))
+    try:
+        path = _fill(db)
+        assert path == tmp_path / "odd dir?x#y%41z" / "switchboard.db"
+        db.start_checkpointer(interval=0.01)
+        _copied(path)
+    finally:
+        db.dispose()
+
+
 def test_writers_keep_writing_while_it_checkpoints_and_the_log_starts_over(tmp_path: Path) -> None:
     db = Database(Settings(home=tmp_path))
     try:
