@@ -388,3 +388,18 @@ def test_a_grant_with_a_wrong_role_shows_the_command_as_typed(env: dict[str, str
     assert "Try 'switchboard grant --help'" in refused.stderr
     assert "grant grant" not in refused.stderr
     assert "'admin' is not one of 'read', 'work'" in refused.stderr
+
+
+def test_serve_on_a_port_in_use_says_what_to_do(env: dict[str, str]) -> None:
+    # Found by a new-user run: the refusal named the cause but not the way out.
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = run(env, "serve", "--port", str(port))
+    assert refused.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in refused.stderr
+    assert "choose --port or SWITCHBOARD_PORT" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -40,6 +40,7 @@ def serve(host: str | None, port: int | None) -> None:
         changes["port"] = port
     if changes:
         settings = settings.with_overrides(**changes)
+    import errno
     import socket
 
     with clear_errors():
@@ -48,7 +49,10 @@ def serve(host: str | None, port: int | None) -> None:
             try:
                 probe.bind((settings.host, settings.port))
             except OSError as exc:
-                raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}"]) from None
+                hint = ""
+                if exc.errno == errno.EADDRINUSE:
+                    hint = " (another process listens there: stop it, or choose --port or SWITCHBOARD_PORT)"
+                raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}{hint}"]) from None
         app = create_app(settings, settle=True)
         if settings.redis_url:
             import redis
