@@ -177,8 +177,7 @@ class Hub:
             wakes = due_rings(s, self.clock)
             expired_for = expire_due(s, self.clock)
             sessions.prune(s, self.clock)
-        for wake in wakes:
-            self.broker.publish_wake(wake)
+        self.broker.publish_wakes(list(wakes))
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
         if self.role == "serve":

@@ -69,6 +69,11 @@ class ForwardingBroker:
         """Send ``wake`` (a :class:`~switchboard.notify.wakes.Wake`) to ``serve``."""
         self._send(("wake", wake.to_dict()))
 
+    def publish_wakes(self, wakes: Any) -> None:
+        """Send each wake to ``serve``, in order (the batch's messages go as one, see ``flush``)."""
+        for wake in wakes:
+            self._send(("wake", wake.to_dict()))
+
     def publish_inbox(self, agent_id: str) -> None:
         """Ask ``serve`` to ring the ``inbox_wait`` calls of ``agent_id``."""
         self._send(("inbox", agent_id))

@@ -143,9 +143,9 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     metrics.processing_observed(time.perf_counter() - started, sum(1 for st in statuses if st is not None))
     for agent_id in decided_for:  # the verdict goes out after the commit
         hub.after_decision(agent_id)
-    for wake, received_at in wakes:
+    for _, received_at in wakes:
         metrics.wake_published(received_at, hub.clock.now())
-        hub.broker.publish_wake(wake)
+    hub.broker.publish_wakes([wake for wake, _ in wakes])
     return statuses
 
 

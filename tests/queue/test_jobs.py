@@ -173,7 +173,7 @@ def test_cached_attribution_and_recipients_follow_changes_made_by_another_proces
         assert process_delivery(hub, _store(hub, world, payload)) == "quarantined"
 
         published: list = []
-        hub.broker.publish_wake = published.append  # type: ignore[method-assign]
+        hub.broker.publish_wakes = published.extend  # type: ignore[method-assign]
         assert process_delivery(hub, _store(hub, world, ISSUE)) == "processed"
         assert published[-1].agent_ids == [world.agent_id]
         with other.db.write() as s:
