@@ -207,6 +207,12 @@ class Settings:
                 f"got scheme {database_url.split('://', 1)[0]!r}"
             )
             database_url = ""
+        elif database_url.startswith("sqlite") and "///file:" in database_url:
+            # pysqlite would open the URI, while backup, the revision check and the file modes
+            # would look for a file literally named "file:..." (and create folders for it).
+            problems.append("SWITCHBOARD_DATABASE_URL: give SQLite a file path (sqlite:////abs/path.db), "
+                            "not a file: URI")
+            database_url = ""
         redis_url = env.get("SWITCHBOARD_REDIS_URL", "").strip() or None
         if redis_url and urlsplit(redis_url).scheme not in ("redis", "rediss", "unix"):
             problems.append("SWITCHBOARD_REDIS_URL must be a redis://, rediss:// or unix:// URL")
@@ -298,9 +304,10 @@ _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z
 
 def sqlite_uri(path: str | os.PathLike[str], mode: str) -> str:
     """A URI for ``sqlite3.connect(uri, uri=True)`` opening the file ``path`` with ``mode``
-    (``"ro"``, ``"rw"``): the absolute path percent-quoted, so a ``?``, ``#`` or ``%`` in a folder
-    name, or a path starting ``//``, stays part of the file name (https://sqlite.org/uri.html)."""
-    return f"file://{quote(os.path.abspath(path))}?mode={mode}"
+    (``"ro"``, ``"rw"``): the absolute path's bytes percent-quoted, so a ``?``, ``#`` or ``%`` in a
+    folder name, a path starting ``//`` or a name that is not UTF-8 stays the file's name
+    (https://sqlite.org/uri.html)."""
+    return f"file://{quote(os.fsencode(os.path.abspath(path)))}?mode={mode}"
 
 
 def valid_host(value: str) -> bool:

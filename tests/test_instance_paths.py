@@ -8,9 +8,12 @@ connections open ``file:`` URIs (https://sqlite.org/uri.html), with the same pit
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from switchboard.backup import backup
@@ -49,3 +52,24 @@ def test_sqlite_uri_keeps_url_characters_in_the_file_name(tmp_path: Path) -> Non
         conn.execute("create table t (x)")
     with sqlite3.connect(sqlite_uri(path / "f.db", "ro"), uri=True) as conn:
         assert conn.execute("select name from sqlite_master").fetchall() == [("t",)]
+
+
+def test_a_folder_name_that_is_not_utf8_is_opened_as_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A name with byte 0xff (a surrogate escape in Python): quote() of the str raised.
+    # (The log lines name the folder; a captured lone surrogate cannot cross to pytest-xdist.)
+    caplog.set_level(logging.CRITICAL)
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname"))
+    settings = Settings(home=folder)
+    upgrade(settings)
+    assert current_revision(settings) == head_revision()
+    copy = folder / "copy.db"
+    backup(settings, copy)
+    assert copy.is_file()
+
+
+def test_a_sqlite_file_uri_url_is_refused_with_the_form_to_use() -> None:
+    from switchboard.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"SWITCHBOARD_DATABASE_URL": "sqlite:///file:/srv/x.db?uri=true"})
+    assert "give SQLite a file path (sqlite:////abs/path.db), not a file: URI" in refused.value.message

@@ -50,11 +50,18 @@ class DirectoryCache:
 
     def sources_of(self, session: Session, rows: list[DeliveryRow]) -> dict[str, Source]:
         """The rows' sources (detached rows, column attributes only), read in the caller's
-        transaction the first time under this stamp (one statement for those missing)."""
+        transaction the first time under this stamp (one statement for those missing).
+
+        They are expunged at once: left in the session, a rollback of this transaction would
+        expire them, and every later delivery of those sources would fail on the cached, expired
+        rows (``DetachedInstanceError``) until the stamp changed."""
         missing = {row.source_id for row in rows} - self.sources.keys()
         if missing:
             query = select(Source).where(Source.id.in_(missing))  # type: ignore[attr-defined]
-            self.sources.update((src.id, src) for src in session.execute(query).scalars())
+            loaded = list(session.execute(query).scalars())
+            for src in loaded:
+                session.expunge(src)
+            self.sources.update((src.id, src) for src in loaded)
         return self.sources
 
     def attribute(self, session: Session, sender: Any, source: Source) -> Attribution:

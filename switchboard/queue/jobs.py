@@ -123,22 +123,29 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
     wakes: list[tuple[Wake, Any]] = []
     statuses: list[str | None] = []
     decided_for: list[str] = []  # agents whose prompt a chat verdict decided
-    with hub.db.write() as session:
-        cache = directory_cache(hub, session)
-        picker = sessions.Picker(session, hub.clock)
-        rows = still_received(hub, session, [item.row for item in prepared if item is not None])
-        sources = cache.sources_of(session, rows)
-        live = {row.id for row in rows}
-        for item in prepared:
-            if item is None or item.row.id not in live:
-                statuses.append(None)
-                continue
-            status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for,
-                                               sources[item.row.source_id])
-            statuses.append(status)
-            if wake is not None:
-                wakes.append((wake, received_at))
-        write_rows(session, rows)  # every live row, changed by _apply
+    cache: DirectoryCache | None = None
+    try:
+        with hub.db.write() as session:
+            cache = directory_cache(hub, session)
+            picker = sessions.Picker(session, hub.clock)
+            rows = still_received(hub, session, [item.row for item in prepared if item is not None])
+            sources = cache.sources_of(session, rows)
+            live = {row.id for row in rows}
+            for item in prepared:
+                if item is None or item.row.id not in live:
+                    statuses.append(None)
+                    continue
+                status, wake, received_at = _apply(hub, session, item, cache, picker, decided_for,
+                                                   sources[item.row.source_id])
+                statuses.append(status)
+                if wake is not None:
+                    wakes.append((wake, received_at))
+            write_rows(session, rows)  # every live row, changed by _apply
+    except BaseException:
+        # Nothing committed: what the cache learnt in this transaction may rest on its writes.
+        if cache is not None:
+            cache.reset_to(-1)
+        raise
     # Each delivery of the batch waited for the whole batch: that is its processing time.
     metrics.processing_observed(time.perf_counter() - started, sum(1 for st in statuses if st is not None))
     for agent_id in decided_for:  # the verdict goes out after the commit
@@ -413,6 +420,7 @@ def process_all(hub: Hub, delivery_ids: list[str], after_each: Callable[[], None
     Returns:
         How many deliveries failed even alone (they stay ``received``; the sweeper or rq retries them).
     """
+    delivery_ids = list(dict.fromkeys(delivery_ids))  # once each, in the batch and one at a time
     try:
         process_batch(hub, delivery_ids)
         return 0

@@ -200,3 +200,45 @@ def test_an_id_repeated_in_one_batch_is_processed_once_and_its_secret_stored_onc
         assert refs.scalar_one() == 1
         todo = s.execute(select(Todo).where(Todo.delivery_id == delivery_id)).scalars().one()
         assert json.dumps(todo.payload).count("[secret ref=sec_") == 1
+
+
+def test_a_failed_batch_leaves_the_source_cache_usable(wh: tuple[World, Hub], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by a review (issue 11): the processing cache kept the Source rows its transaction
+    # loaded; the rollback of a failed batch expired them, and every later delivery of that
+    # source failed (DetachedInstanceError) until the directory changed, then was dead-lettered.
+    world, hub = wh
+    bad = _store(hub, world, ISSUE)
+    original = jobs._apply
+
+    def apply(hub_: Hub, session: Any, item: Any, *args: Any) -> Any:
+        if item.row.id == bad:
+            raise RuntimeError("a failure in one delivery's transaction")
+        return original(hub_, session, item, *args)
+
+    monkeypatch.setattr(jobs, "_apply", apply)
+    with pytest.raises(RuntimeError):
+        jobs.process_batch(hub, [bad])  # loads the source into the cache, then rolls back
+    monkeypatch.setattr(jobs, "_apply", original)
+    later = []
+    for i in range(3):
+        payload = json.loads(json.dumps(ISSUE))
+        payload["issue"]["title"] = f"later {i}"
+        later.append(_store(hub, world, payload))
+    assert jobs.process_all(hub, later) == 0
+    with hub.db.read() as s:
+        assert set(s.execute(select(Delivery.status).where(Delivery.id.in_(later))).scalars()) == {"processed"}
+
+
+def test_process_all_counts_a_repeated_failing_id_once(wh: tuple[World, Hub], monkeypatch: pytest.MonkeyPatch) -> None:
+    # The one-at-a-time fallback walked the list as given: a repeated id that fails was tried,
+    # and its failure recorded, twice per run (dead-lettered twice as fast).
+    world, hub = wh
+    bad = _store(hub, world, ISSUE)
+
+    def apply(*args: Any) -> Any:
+        raise RuntimeError("always fails")
+
+    monkeypatch.setattr(jobs, "_apply", apply)
+    assert jobs.process_all(hub, [bad, bad]) == 1
+    with hub.db.read() as s:
+        assert s.execute(select(Delivery.process_failures).where(Delivery.id == bad)).scalar_one() == 1
