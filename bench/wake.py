@@ -248,6 +248,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--rate", type=float, default=50.0, help="paced deliveries per second")
     parser.add_argument("--rq", action="store_true", help="also a hub on Redis with rq workers")
+    parser.add_argument("--skip-embedded", action="store_true", help="with --rq: measure the rq hub only")
     parser.add_argument(
         "--workers", type=int, default=1, help="rq workers with --rq (run 1, then 2: scaling)"
     )
@@ -260,16 +261,18 @@ def main() -> None:
         procs: list[subprocess.Popen[bytes]] = []
         hubs: list[tuple[str, int, int, str, str]] = []  # name, port, serve pid, token, hook path
         try:
-            home = Path(tmp) / "embedded"
-            gh, _ = _configure(home)
-            port = _port()
-            procs.append(
-                _start([exe, "serve", "--port", str(port)], {**env, "SWITCHBOARD_HOME": str(home)}, port)
-            )
-            hubs.append(
-                ("embedded (SQLite, processing process)", port, procs[-1].pid, _token(home), f"/hooks/{gh}")
-            )
             redis = shutil.which("redis-server")
+            embedded = not (args.skip_embedded and args.rq and redis)
+            if embedded:
+                home = Path(tmp) / "embedded"
+                gh, _ = _configure(home)
+                port = _port()
+                procs.append(
+                    _start([exe, "serve", "--port", str(port)], {**env, "SWITCHBOARD_HOME": str(home)}, port)
+                )
+                hubs.append(
+                    ("embedded (SQLite, processing process)", port, procs[-1].pid, _token(home), f"/hooks/{gh}")
+                )
 
             def start_rq() -> list[subprocess.Popen[bytes]]:
                 """The rq hub's processes (redis-server, serve, workers), started only once the
@@ -301,7 +304,8 @@ def main() -> None:
             print(
                 f"{'hub':38} {'load':>18} {'acked/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
             )
-            for i, stack in enumerate([None, "rq"] if args.rq and redis else [None]):
+            stacks = ([None] if embedded else []) + (["rq"] if args.rq and redis else [])
+            for i, stack in enumerate(stacks):
                 if stack == "rq":
                     procs.extend(start_rq())
                 name, port, pid, token, path = hubs[i]
@@ -320,7 +324,7 @@ def main() -> None:
                     )
             print("goals: p99 <= 100 ms embedded, <= 250 ms with rq")
 
-            if args.soak:
+            if args.soak and embedded:
                 name, port, pid, _, path = hubs[0]
                 print(f"\nmemory: {name}, {args.rate:.0f} deliveries/s for {args.soak:.0f} s, RSS every 10 s")
                 samples = asyncio.run(_soak(port, pid, path, 2 * 10**6, args.soak, args.rate))
