@@ -55,14 +55,15 @@ class DirectoryCache:
         They are expunged at once: left in the session, a rollback of this transaction would
         expire them, and every later delivery of those sources would fail on the cached, expired
         rows (``DetachedInstanceError``) until the stamp changed."""
-        missing = {row.source_id for row in rows} - self.sources.keys()
+        sources = self.sources  # one dict throughout: another thread may reset the cache meanwhile
+        missing = {row.source_id for row in rows} - sources.keys()
         if missing:
             query = select(Source).where(Source.id.in_(missing))  # type: ignore[attr-defined]
             loaded = list(session.execute(query).scalars())
             for src in loaded:
                 session.expunge(src)
-            self.sources.update((src.id, src) for src in loaded)
-        return self.sources
+            sources.update((src.id, src) for src in loaded)
+        return sources
 
     def attribute(self, session: Session, sender: Any, source: Source) -> Attribution:
         """:func:`~switchboard.intake.attribution.attribute`, remembered per source and sender."""
