@@ -127,17 +127,20 @@ class Hub:
         """
         if self._sweeper is not None:
             return
+        started = self.clock.now()
 
         def loop() -> None:
             import time
 
             from switchboard.queue import jobs
 
-            # At start, anything still 'received' may be left over from a crash: take it now.
-            # (Another live server's fresh deliveries may be dispatched twice; processing only
-            # takes a delivery that is still 'received', so that costs nothing.)
+            # At start, anything still 'received' from before this process started may be left
+            # over from a crash: take it now. Not what this process stored since (the thread may
+            # start late): its writer handed those over already, and a second hand-off is a
+            # second job. (Another live server's fresh deliveries may be dispatched twice;
+            # processing only takes a delivery that is still 'received', so that costs little.)
             try:
-                jobs.sweep(self, 0)
+                jobs.sweep(self, 0, received_before=started)
             except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds

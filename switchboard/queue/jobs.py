@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
@@ -377,15 +378,21 @@ def _reject(hub: Hub, session: Session, delivery: DeliveryRow, project_id: str, 
     return delivery.status
 
 
-def sweep(hub: Hub, older_than_seconds: float) -> int:
+def sweep(hub: Hub, older_than_seconds: float, received_before: datetime | None = None) -> int:
     """Re-dispatch deliveries left in ``received`` (e.g. after a crash); expire old quarantine.
+
+    Args:
+        older_than_seconds: only deliveries received at least this long ago.
+        received_before: instead, only deliveries received at or before this UTC time (the
+            start-up sweep: what is left from before this process started).
 
     Returns:
         How many were handed to the dispatcher.
     """
     from datetime import timedelta
 
-    cutoff = hub.clock.now() - timedelta(seconds=older_than_seconds)
+    cutoff = received_before if received_before is not None else \
+        hub.clock.now() - timedelta(seconds=older_than_seconds)
     with hub.db.read() as session:
         ids = (
             session.execute(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, select, text
 
@@ -100,6 +101,25 @@ def test_sweeper_processes_deliveries_left_received_after_a_crash(world: World) 
         with live_hub.db.read() as s:
             assert s.get(Delivery, stuck).todo_id is not None
         assert _count(live_hub, Todo) == 1
+
+
+def test_the_start_up_sweep_takes_only_what_was_received_before_the_start(world: World, monkeypatch: Any) -> None:
+    # Found by CI on a slow machine: the maintenance thread started after the first requests,
+    # and its start-up sweep (everything 'received') handed deliveries this process had just
+    # stored, and handed to rq, over a second time: each was enqueued twice.
+    from switchboard.queue import jobs
+
+    cutoffs: list[Any] = []
+    monkeypatch.setattr(jobs, "sweep", lambda hub, older, received_before=None: cutoffs.append(received_before) or 0)
+    hub = Hub(world.settings, role="cli")
+    try:
+        before = utcnow()
+        hub.start_sweeper()
+        after = utcnow()
+        wait_for(lambda: cutoffs, timeout=10)
+        assert cutoffs[0] is not None and before <= cutoffs[0] <= after
+    finally:
+        hub.close()
 
 
 def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World) -> None:
