@@ -158,7 +158,6 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
                     stop = True
                 else:
                     ids.extend(more)
-            ids = list(dict.fromkeys(ids))  # once each (serve's sweep may repeat an id)
             for start in range(0, len(ids), BATCH):
                 # After each commit the wakes it produced go out: the batch's after its one
                 # commit, and each delivery's at once when the batch failed and they are
@@ -320,7 +319,7 @@ class ProcessDispatcher:
             batch: list[str] = []
             if first is not None:
                 lists, stop = drain(self._ids, first, 500)
-                batch = list(dict.fromkeys(i for ids in lists for i in ids))  # once each
+                batch = [i for ids in lists for i in ids]
             with self._lock:
                 pipe = self._to_child
             try:

@@ -126,7 +126,7 @@ class InlineDispatcher(InProcess):
             if first is None:
                 return
             batch, stop = drain(self._queue, first, BATCH)
-            self._process(list(dict.fromkeys(batch)))  # once each (a sweep may repeat one)
+            self._process(batch)
             if stop:
                 return
 

@@ -427,7 +427,9 @@ def process_all(hub: Hub, delivery_ids: list[str], after_each: Callable[[], None
     Returns:
         How many deliveries failed even alone (they stay ``received``; the sweeper or rq retries them).
     """
-    delivery_ids = list(dict.fromkeys(delivery_ids))  # once each, in the batch and one at a time
+    # Once each, in the batch and one at a time: every hand-off (inline thread, processing
+    # process, rq job) comes through here, and a sweep can repeat an id the writer handed over.
+    delivery_ids = list(dict.fromkeys(delivery_ids))
     try:
         process_batch(hub, delivery_ids)
         return 0
