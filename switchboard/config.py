@@ -152,11 +152,12 @@ class Settings:
     @property
     def sqlite_path(self) -> Path | None:
         """The SQLite ledger's file, as SQLAlchemy reads the URL (the part after ``sqlite:///`` up
-        to a ``?``, percent-decoded); ``None`` for PostgreSQL or an in-memory database."""
+        to a ``?``, percent-decoded); ``None`` for PostgreSQL, an in-memory database or a
+        ``file:`` URI filename (refused in ``SWITCHBOARD_DATABASE_URL``)."""
         if not self.is_sqlite or "///" not in self.database_url:
             return None
         path = unquote(self.database_url.split("///", 1)[1].split("?", 1)[0])
-        return Path(path) if path and path != ":memory:" else None
+        return Path(path) if path and path != ":memory:" and not path.startswith("file:") else None
 
     def with_overrides(self, **changes: object) -> Settings:
         """Return a copy with some fields replaced (derived defaults recomputed)."""

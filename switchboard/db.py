@@ -216,11 +216,10 @@ class Database:
         self._flock_pid = 0
         self._file: str | None = None
         self.checkpointer: WalCheckpointer | None = None
-        if self.is_sqlite:
-            path = sa.engine.make_url(settings.database_url).database
-            if path and path != ":memory:" and not path.startswith("file:"):
-                self._file = path
-                self._flock_path = f"{path}-writer.lock"
+        path = settings.sqlite_path
+        if path is not None:
+            self._file = str(path)
+            self._flock_path = f"{path}-writer.lock"
 
     def start_checkpointer(self, interval: float = CHECKPOINT_INTERVAL_SECONDS) -> None:
         """SQLite file databases: checkpoint the WAL from a background thread (see
