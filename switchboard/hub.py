@@ -6,6 +6,7 @@ import gc
 import logging
 import threading
 from collections import Counter
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from switchboard.clock import Clock, SystemClock
@@ -68,7 +69,7 @@ class Hub:
                 from switchboard.queue.child import ProcessDispatcher
 
                 self.dispatcher = ProcessDispatcher(type(self), settings, self.broker, BELL.ring,
-                                                    on_restart=lambda: jobs.sweep(self, 0))
+                                                    on_restart=lambda: jobs.sweep(self, self.clock.now()))
             else:
                 self.dispatcher = InlineDispatcher(lambda ids: jobs.process_all(self, ids))
         else:
@@ -140,7 +141,7 @@ class Hub:
             # second job. (Another live server's fresh deliveries may be dispatched twice;
             # processing only takes a delivery that is still 'received', so that costs little.)
             try:
-                jobs.sweep(self, 0, received_before=started)
+                jobs.sweep(self, started)
             except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds
@@ -150,7 +151,8 @@ class Hub:
                     self.reap()
                     maintain(self, now)
                     if now >= next_sweep:
-                        jobs.sweep(self, self.settings.sweep_grace_seconds)
+                        grace = timedelta(seconds=self.settings.sweep_grace_seconds)
+                        jobs.sweep(self, self.clock.now() - grace)
                         next_sweep = now + self.settings.sweep_interval_seconds
                 except Exception:  # noqa: BLE001 - keep going; a database blip is transient
                     log.exception("maintenance pass failed")
@@ -180,7 +182,7 @@ class Hub:
             wakes = due_rings(s, self.clock)
             expired_for = expire_due(s, self.clock)
             sessions.prune(s, self.clock)
-        self.broker.publish_wakes(list(wakes))
+        self.broker.publish_wakes(wakes)
         for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
         if self.role == "serve":

@@ -129,7 +129,8 @@ class Prepared:
         # dialect itself: the result processors refer to their dialect, so a cache held here
         # (even a weak-keyed one) would keep every closed engine's dialect alive.
         cache: dict[Prepared, dict[int, _Compiled]] | None = dialect.__dict__.get(_CACHE)
-        found = None if cache is None else cache.get(self, {}).get(length)
+        by_length = None if cache is None else cache.get(self)
+        found = None if by_length is None else by_length.get(length)
         if found is None:
             with _COMPILING:
                 by_length = dialect.__dict__.setdefault(_CACHE, {}).setdefault(self, {})

@@ -378,26 +378,21 @@ def _reject(hub: Hub, session: Session, delivery: DeliveryRow, project_id: str, 
     return delivery.status
 
 
-def sweep(hub: Hub, older_than_seconds: float, received_before: datetime | None = None) -> int:
+def sweep(hub: Hub, received_before: datetime) -> int:
     """Re-dispatch deliveries left in ``received`` (e.g. after a crash); expire old quarantine.
 
     Args:
-        older_than_seconds: only deliveries received at least this long ago.
-        received_before: instead, only deliveries received at or before this UTC time (the
-            start-up sweep: what is left from before this process started).
+        received_before: only deliveries received at or before this UTC time (the start-up
+            sweep: when the process started; the periodic one: now less the grace period).
 
     Returns:
         How many were handed to the dispatcher.
     """
-    from datetime import timedelta
-
-    cutoff = received_before if received_before is not None else \
-        hub.clock.now() - timedelta(seconds=older_than_seconds)
     with hub.db.read() as session:
         ids = (
             session.execute(
                 select(Delivery.id)
-                .where(Delivery.status == "received", Delivery.received_at <= cutoff)
+                .where(Delivery.status == "received", Delivery.received_at <= received_before)
                 .order_by(Delivery.received_at)
                 .limit(1000)
             )

@@ -110,7 +110,7 @@ def test_the_start_up_sweep_takes_only_what_was_received_before_the_start(world:
     from switchboard.queue import jobs
 
     cutoffs: list[Any] = []
-    monkeypatch.setattr(jobs, "sweep", lambda hub, older, received_before=None: cutoffs.append(received_before) or 0)
+    monkeypatch.setattr(jobs, "sweep", lambda hub, received_before: cutoffs.append(received_before) or 0)
     hub = Hub(world.settings, role="cli")
     try:
         before = utcnow()
