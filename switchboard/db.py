@@ -41,6 +41,15 @@ CHECKPOINT_INTERVAL_SECONDS = 0.25
 database file (a passive checkpoint; nothing to do costs a few microseconds)."""
 PING_IDLE_SECONDS = 1.0
 """PostgreSQL: a pooled connection idle at least this long is pinged before use (see :func:`_pg_engine`)."""
+AUTOCOMMIT = "switchboard.autocommit"
+"""``Session.info`` key: true in a session of :meth:`Database.write` ``(autocommit=True)`` on
+PostgreSQL, where each statement is its own transaction."""
+POOL_SIZE, POOL_OVERFLOW = 10, 20
+"""PostgreSQL: connections a process keeps open, and the extra ones it may open under load."""
+AUTOCOMMIT_POOL_SIZE, AUTOCOMMIT_POOL_OVERFLOW = 4, 6
+"""PostgreSQL: the same for the pool of autocommit connections (one-statement writes: claims,
+completes, heartbeats; see :meth:`Database.write`). A process opens at most
+``POOL_SIZE + POOL_OVERFLOW + AUTOCOMMIT_POOL_SIZE + AUTOCOMMIT_POOL_OVERFLOW`` (40)."""
 
 
 def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
@@ -85,8 +94,14 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
     return engine
 
 
-def _pg_engine(url: str) -> sa.Engine:
+def _pg_engine(url: str, autocommit: bool = False) -> sa.Engine:
     """A PostgreSQL engine whose pool pings a connection only after :data:`PING_IDLE_SECONDS` idle.
+
+    With ``autocommit`` every connection of the pool is opened in autocommit mode (each statement
+    its own transaction) and stays so: the pool of :meth:`Database.write` ``(autocommit=True)``.
+    Switching a shared pool's connection into autocommit and back on every checkout (SQLAlchemy's
+    ``execution_options(isolation_level=...)``) was about a fifth of a claimer's Python time per
+    claim+complete (issue 11).
 
     SQLAlchemy's ``pool_pre_ping`` costs a round trip on every checkout: a quarter of a claimer's
     time with 8 claimers (issue 11). A connection checked in less than a second ago was working
@@ -95,7 +110,11 @@ def _pg_engine(url: str) -> sa.Engine:
     raising ``DisconnectionError``). A connection that dies within that second fails its one
     statement (a 503, see :func:`_translate_driver_errors`) and SQLAlchemy invalidates the pool.
     """
-    engine = sa.create_engine(url, pool_size=10, max_overflow=20)
+    if autocommit:
+        engine = sa.create_engine(url, pool_size=AUTOCOMMIT_POOL_SIZE, max_overflow=AUTOCOMMIT_POOL_OVERFLOW,
+                                  isolation_level="AUTOCOMMIT")
+    else:
+        engine = sa.create_engine(url, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
 
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
@@ -208,8 +227,9 @@ class Database:
             self.read_engine = _sqlite_engine(settings.database_url, immediate=False)
         else:
             self.read_engine = self.engine
-        # PostgreSQL: the same pool, each statement its own transaction (see write(autocommit=True)).
-        self._autocommit_engine = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        # PostgreSQL: a pool of its own whose connections stay in autocommit, each statement its
+        # own transaction (see write(autocommit=True)); SQLite does not use it.
+        self._autocommit_engine = self.engine if self.is_sqlite else _pg_engine(settings.database_url, autocommit=True)
         self._write_lock = threading.Lock() if self.is_sqlite else None
         self._flock_path: str | None = None
         self._flock_fd: int | None = None
@@ -257,7 +277,7 @@ class Database:
         if lock is None:
             engine = self._autocommit_engine if autocommit else self.engine  # PostgreSQL: both set
             with _translate_driver_errors():
-                with Session(engine, expire_on_commit=False) as session:
+                with Session(engine, expire_on_commit=False, info={AUTOCOMMIT: autocommit}) as session:
                     with session.begin():
                         yield session
             return
@@ -307,6 +327,8 @@ class Database:
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
+        if self._autocommit_engine is not self.engine:
+            self._autocommit_engine.dispose()
 
 
 @contextmanager

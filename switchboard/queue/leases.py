@@ -28,6 +28,7 @@ from sqlalchemy import func, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock, SystemClock, iso
+from switchboard.db import AUTOCOMMIT
 from switchboard.errors import Conflict, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo, in_state
@@ -94,7 +95,7 @@ def one_statement(is_postgres: bool, clock: Clock, by_id: bool = False) -> bool:
 def _require_transaction(session: Session) -> None:
     """Refuse to write several statements outside a transaction (a crash between them would
     leave a claim without its attempt row)."""
-    if session.get_bind().get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+    if session.info.get(AUTOCOMMIT):
         raise RuntimeError("this lease operation writes several statements: run it in Database.write() "
                            "without autocommit (see leases.one_statement)")
 

@@ -159,3 +159,52 @@ def test_a_write_after_an_autocommit_write_is_one_transaction_again(pg_hub: Hub)
         1 / 0  # noqa: B018
     with hub.db.read() as s:
         assert s.execute(sa.text("SELECT to_regclass('review_probe')")).scalar_one() is None
+
+
+def _backends(hub: Hub) -> int:
+    database = sa.engine.make_url(hub.settings.database_url).database
+    with psycopg.connect(_psycopg_url(hub), autocommit=True) as admin_conn:
+        return int(admin_conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,)).fetchone()[0])
+
+
+def test_an_autocommit_connection_idle_past_the_ping_interval_is_replaced_unseen(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The autocommit writes have a pool of their own (connections opened in autocommit, not
+    # switched on every checkout): it pings and replaces dead connections as the other one does.
+    hub = pg_hub
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    with hub.db.write(autocommit=True) as s:
+        s.execute(sa.text("SELECT 1"))
+    monkeypatch.setattr(db, "PING_IDLE_SECONDS", 0.0)
+    assert _kill_other_backends(hub) >= 1
+    with hub.db.write(autocommit=True) as s:
+        claimed = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="q", is_postgres=True)
+    assert claimed["todo"]["id"] == todo_id
+
+
+def test_an_autocommit_write_keeps_each_statement_however_often_its_connection_is_reused(pg_hub: Hub) -> None:
+    # Its connections stay in autocommit through checkin and checkout: a write that fails after
+    # its one statement keeps that statement, the third time as the first.
+    hub = pg_hub
+    with hub.db.write() as s:
+        s.execute(sa.text("CREATE TABLE autocommit_probe (x int)"))
+    for i in range(3):
+        with hub.db.write() as s:  # the transactional pool, in between
+            s.execute(sa.text("SELECT 1"))
+        with pytest.raises(ZeroDivisionError), hub.db.write(autocommit=True) as s:
+            s.execute(sa.text("INSERT INTO autocommit_probe VALUES (:x)"), {"x": i})
+            1 / 0  # noqa: B018
+    with hub.db.read() as s:
+        assert s.execute(sa.text("SELECT x FROM autocommit_probe ORDER BY x")).scalars().all() == [0, 1, 2]
+
+
+def test_closing_the_hub_closes_the_connections_of_both_pools(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    with configured_hub(settings_for(request, tmp_path, "postgresql")) as hub:
+        with hub.db.write() as s, hub.db.write(autocommit=True) as s2:
+            s.execute(sa.text("SELECT 1"))
+            s2.execute(sa.text("SELECT 1"))
+        assert _backends(hub) >= 2
+    assert _backends(hub) == 0
