@@ -122,6 +122,27 @@ def test_the_start_up_sweep_takes_only_what_was_received_before_the_start(world:
         hub.close()
 
 
+def test_the_sweep_expires_quarantined_deliveries_past_their_retention(world: World) -> None:
+    # A review found every sweep (start-up and periodic) failing with NameError after it had
+    # handed the stuck deliveries over: quarantined deliveries were never expired (6f54ec9).
+    from switchboard.queue import jobs
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        payload = json.loads(json.dumps(ISSUE))
+        payload["sender"]["type"] = "Bot"
+        old, fresh = _store(hub, world, payload), _store(hub, world, payload | {"action": "edited"})
+        assert [process_delivery(hub, d) for d in (old, fresh)] == ["quarantined", "quarantined"]
+        with hub.db.write() as s:
+            s.get(Delivery, old).processed_at = utcnow() - timedelta(days=hub.settings.quarantine_days, seconds=1)
+        assert jobs.sweep(hub, received_before=utcnow()) == 0
+        with hub.db.read() as s:
+            assert (s.get(Delivery, old).status, s.get(Delivery, old).raw_body) == ("expired", None)
+            assert s.get(Delivery, fresh).status == "quarantined"
+    finally:
+        hub.close()
+
+
 def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World) -> None:
     from switchboard.models.sources import MAX_PROCESS_FAILURES
     from switchboard.queue.jobs import record_failure
