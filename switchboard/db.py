@@ -47,8 +47,8 @@ PostgreSQL, where each statement is its own transaction."""
 POOL_SIZE, POOL_OVERFLOW = 10, 20
 """PostgreSQL: connections a process keeps open, and the extra ones it may open under load."""
 AUTOCOMMIT_POOL_SIZE, AUTOCOMMIT_POOL_OVERFLOW = 4, 6
-"""PostgreSQL: the same for the pool of autocommit connections (one-statement writes: claims,
-completes, heartbeats; see :meth:`Database.write`). A process opens at most
+"""PostgreSQL: the same for the pool of autocommit connections (one-statement writes: a
+next-in-queue claim, a complete; see :meth:`Database.write`). A process opens at most
 ``POOL_SIZE + POOL_OVERFLOW + AUTOCOMMIT_POOL_SIZE + AUTOCOMMIT_POOL_OVERFLOW`` (40)."""
 
 
@@ -94,7 +94,7 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
     return engine
 
 
-def _pg_engine(url: str, autocommit: bool = False) -> sa.Engine:
+def _pg_engine(url: str, autocommit: bool = False, disconnects: list[float] | None = None) -> sa.Engine:
     """A PostgreSQL engine whose pool pings a connection only after :data:`PING_IDLE_SECONDS` idle.
 
     With ``autocommit`` every connection of the pool is opened in autocommit mode (each statement
@@ -109,6 +109,14 @@ def _pg_engine(url: str, autocommit: bool = False) -> sa.Engine:
     replaced before the caller sees it (SQLAlchemy's "pessimistic" recipe: the ``checkout`` event
     raising ``DisconnectionError``). A connection that dies within that second fails its one
     statement (a 503, see :func:`_translate_driver_errors`) and SQLAlchemy invalidates the pool.
+
+    Args:
+        url: the PostgreSQL URL.
+        autocommit: open every connection in autocommit (see above).
+        disconnects: a one-item list shared by the engines of one :class:`Database`, holding the
+            ``time.monotonic()`` of the last disconnect any of them saw; a connection idle since
+            then is pinged at checkout however recently it was used, so after a server restart
+            the other pool does not fail a request of its own first.
     """
     if autocommit:
         engine = sa.create_engine(url, pool_size=AUTOCOMMIT_POOL_SIZE, max_overflow=AUTOCOMMIT_POOL_OVERFLOW,
@@ -120,10 +128,17 @@ def _pg_engine(url: str, autocommit: bool = False) -> sa.Engine:
     def _on_checkin(_dbapi_conn: Any, record: Any) -> None:
         record.info["idle_since"] = time.monotonic()
 
+    shared = disconnects if disconnects is not None else [0.0]
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(ctx: Any) -> None:
+        if ctx.is_disconnect:  # a sibling pool's connections idle since then are pinged first
+            shared[0] = time.monotonic()
+
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
         since = record.info.pop("idle_since", None)
-        if since is None or time.monotonic() - since < PING_IDLE_SECONDS:
+        if since is None or (time.monotonic() - since < PING_IDLE_SECONDS and since > shared[0]):
             return
         try:
             engine.dialect.do_ping(dbapi_conn)
@@ -133,7 +148,7 @@ def _pg_engine(url: str, autocommit: bool = False) -> sa.Engine:
     return engine
 
 
-def make_engine(settings: Settings) -> sa.Engine:
+def make_engine(settings: Settings, disconnects: list[float] | None = None) -> sa.Engine:
     """Return the engine for ``settings.database_url`` (SQLite pragmas applied).
 
     For SQLite the instance folder is created if missing.
@@ -143,7 +158,7 @@ def make_engine(settings: Settings) -> sa.Engine:
 
         secure(settings)  # folder 0700, database files 0600 before SQLite creates them (issue 13 item 5)
         return _sqlite_engine(settings.database_url, immediate=True)
-    return _pg_engine(settings.database_url)
+    return _pg_engine(settings.database_url, disconnects=disconnects)
 
 
 class WalCheckpointer:
@@ -222,14 +237,16 @@ class Database:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.is_sqlite = settings.is_sqlite
-        self.engine = make_engine(settings)
+        disconnects = [0.0]
+        self.engine = make_engine(settings, disconnects)
         if self.is_sqlite:
             self.read_engine = _sqlite_engine(settings.database_url, immediate=False)
         else:
             self.read_engine = self.engine
         # PostgreSQL: a pool of its own whose connections stay in autocommit, each statement its
         # own transaction (see write(autocommit=True)); SQLite does not use it.
-        self._autocommit_engine = self.engine if self.is_sqlite else _pg_engine(settings.database_url, autocommit=True)
+        self._autocommit_engine = self.engine if self.is_sqlite else _pg_engine(settings.database_url, autocommit=True,
+                                                                                          disconnects=disconnects)
         self._write_lock = threading.Lock() if self.is_sqlite else None
         self._flock_path: str | None = None
         self._flock_fd: int | None = None
@@ -257,6 +274,12 @@ class Database:
             self._flock_fd = os.open(self._flock_path, os.O_RDWR | os.O_CREAT, 0o600)
             self._flock_pid = os.getpid()
         return self._flock_fd
+
+    def engines(self) -> list[sa.Engine]:
+        """Every engine of this database, each once: the writer's, the readers' (SQLite) and the
+        autocommit one (PostgreSQL). Whatever rides on an engine's dialect (the vault key ring of
+        :func:`switchboard.sealing.columns.attach`) goes on each."""
+        return list({id(e): e for e in (self.engine, self.read_engine, self._autocommit_engine)}.values())
 
     @contextmanager
     def write(self, autocommit: bool = False) -> Iterator[Session]:
@@ -335,6 +358,8 @@ class Database:
 def _translate_driver_errors() -> Iterator[None]:
     try:
         yield
+    except sa.exc.TimeoutError as exc:
+        raise DependencyUnavailable("the database connection pool is exhausted") from exc
     except (OperationalError, InterfaceError) as exc:
         reason = str(exc.orig).strip().splitlines()[0][:200] if exc.orig is not None else type(exc).__name__
         raise DependencyUnavailable(f"the database failed: {reason}") from exc

@@ -33,7 +33,7 @@ def attach(db: Any, ring: KeyRing | Callable[[], KeyRing]) -> None:
     rides on each engine's dialect object, so two databases in one process (tests, tools) each
     keep their own keys.
     """
-    for engine in {id(db.engine): db.engine, id(db.read_engine): db.read_engine}.values():
+    for engine in db.engines():
         setattr(engine.dialect, _DIALECT_ATTR, ring)
 
 

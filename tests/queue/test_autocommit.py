@@ -5,8 +5,10 @@ statements refuse such a session, and the pool pings only connections idle past
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,6 +22,7 @@ from switchboard.hub import Hub
 from switchboard.models import Agent, Attempt, FeedEvent, Todo
 from switchboard.queue import leases
 from switchboard.queue.todos import create
+from tests.conftest import wait_for
 from tests.queue.conftest import configured_hub, settings_for
 
 
@@ -208,3 +211,78 @@ def test_closing_the_hub_closes_the_connections_of_both_pools(tmp_path: Path, re
             s2.execute(sa.text("SELECT 1"))
         assert _backends(hub) >= 2
     assert _backends(hub) == 0
+
+
+def _caller(hub: Hub) -> Any:
+    from switchboard.mcp_server.specs import Caller
+
+    with hub.db.read() as s:
+        agent = s.execute(select(Agent)).scalars().one()
+        return Caller(agent.id, agent.name, agent.human_id, session_key="sk1")
+
+
+def test_a_claim_that_finds_the_pool_exhausted_is_a_retryable_dependency_error(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review: ten completes blocked on row locks held all 4 + 6 autocommit connections, and the
+    # next claim waited out the pool's timeout and came back "internal, not retryable"
+    # (SQLAlchemy's TimeoutError was not translated, in either pool).
+    from switchboard.mcp_server.calls import call_tool
+
+    hub = pg_hub
+    caller = _caller(hub)
+    _agent_id, _grants, project_id = _agent(hub)
+    held = [_todo(hub, project_id) for _ in range(db.AUTOCOMMIT_POOL_SIZE + db.AUTOCOMMIT_POOL_OVERFLOW)]
+    with hub.db.write() as s:
+        create(s, hub.clock, project_id=project_id, queue="other", kind="task", title="t", payload=None)
+    tokens = {tid: call_tool(hub, caller, "todo_claim", {"todo_id": tid}, with_trailer=False)
+              ["structuredContent"]["lease_token"] for tid in held}
+    monkeypatch.setattr(hub.db._autocommit_engine.pool, "_timeout", 0.5)
+    locker = psycopg.connect(_psycopg_url(hub))  # a long transaction holds the ten todos' rows
+    locker.execute("SELECT id FROM todos WHERE id = ANY(%s) FOR UPDATE", (held,))
+    completes = [threading.Thread(target=call_tool, args=(
+        hub, caller, "todo_complete", {"todo_id": tid, "lease_token": tokens[tid]}), kwargs={"with_trailer": False})
+        for tid in held]
+    try:
+        for t in completes:
+            t.start()
+        wait_for(lambda: hub.db._autocommit_engine.pool.checkedout() == len(held), timeout=10)
+        result = call_tool(hub, caller, "todo_claim", {"project": "acme", "queue": "other"}, with_trailer=False)
+    finally:
+        locker.rollback()
+        locker.close()
+        for t in completes:
+            t.join(timeout=30)
+    assert result["isError"], result
+    error = result["structuredContent"]
+    assert error["retryable"] is True and "pool is exhausted" in error["message"]
+    again = call_tool(hub, caller, "todo_claim", {"project": "acme", "queue": "other"}, with_trailer=False)
+    assert not again["isError"] and again["structuredContent"]["todo"]["queue"] == "other"
+
+
+def test_after_a_server_restart_one_request_fails_not_one_per_pool(pg_hub: Hub) -> None:
+    # Review: both pools used less than a second before the backends die; the first write on
+    # the transactional pool fails (it was not pinged), and the autocommit pool, which learnt
+    # of the disconnect from it, pings its connection instead of failing a claim as well.
+    hub = pg_hub
+    agent_id, grants, project_id = _agent(hub)
+    _todo(hub, project_id)
+    with hub.db.write() as s:
+        s.execute(sa.text("SELECT 1"))
+    with hub.db.write(autocommit=True) as s:
+        s.execute(sa.text("SELECT 1"))
+    assert _kill_other_backends(hub) >= 2
+    with pytest.raises(DependencyUnavailable), hub.db.write() as s:
+        s.execute(sa.text("SELECT 1"))
+    with hub.db.write(autocommit=True) as s:
+        claimed = leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="q", is_postgres=True)
+    assert claimed["todo"]["queue"] == "q"
+
+
+def test_every_engine_of_the_database_carries_the_vault_key_ring(pg_hub: Hub) -> None:
+    # Review: the autocommit engine has a dialect of its own, and the ring was put only on the
+    # others, so a sealed column read or written in an autocommit write would have failed.
+    from switchboard.sealing.columns import dialect_ring
+
+    engines = pg_hub.db.engines()
+    assert len(engines) == 2 and pg_hub.db._autocommit_engine in engines
+    assert all(dialect_ring(e.dialect) is not None for e in engines)
