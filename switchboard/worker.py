@@ -7,12 +7,21 @@ sweeper in ``serve`` re-dispatches deliveries still ``received``.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from typing import Any
 
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.queue.dispatcher import RQ_QUEUE
+
+log = logging.getLogger(__name__)
+
+RECONNECT_SECONDS = 1.0
+"""Wait before a worker that lost Redis starts again (doubled while Redis stays away)."""
+MAX_RECONNECT_SECONDS = 30.0
 
 _worker_hub: Hub | None = None
 _worker_lock = threading.Lock()
@@ -68,18 +77,65 @@ def rq_process_deliveries(delivery_ids: list[str]) -> None:
 
 
 def run_worker(settings: Settings, burst: bool = False) -> None:
-    """Run the worker until stopped (or until the queue is empty with ``burst``)."""
+    """Run the worker until stopped (or until the queue is empty with ``burst``).
+
+    A worker that loses Redis while running starts again on a new rq worker (waiting
+    :data:`RECONNECT_SECONDS`, doubling up to :data:`MAX_RECONNECT_SECONDS` while Redis stays
+    away), rather than exiting: rq 2.12 retries a failed dequeue itself, but a connection error
+    anywhere else (its heartbeat right after a dequeue, its job bookkeeping, its teardown) ends
+    ``Worker.work`` ("found an unhandled exception, quitting"), and processing stopped until
+    someone started workers again (issue 11's rq path, found by a review). A job cut short
+    that way leaves its deliveries ``received``: the sweeper hands them over again.
+
+    Raises:
+        redis.ConnectionError: Redis does not answer at start (the CLI turns it into
+            ``dependency_unavailable``), or it is lost during a ``burst`` run.
+    """
     import redis
     from rq import Queue, SimpleWorker
+    from rq.exceptions import StopRequested
 
     assert settings.redis_url
     upgrade(settings)
+    conn = redis.Redis.from_url(settings.redis_url)
+    conn.ping()  # a wrong SWITCHBOARD_REDIS_URL is an error now, not a retry loop
     hub = Hub(settings, role="worker")
     hub.settle()
     set_worker_hub(hub)
-    conn = redis.Redis.from_url(settings.redis_url)
-    worker = SimpleWorker([Queue(RQ_QUEUE, connection=conn)], connection=conn)
+    level = settings.log_level  # rq's own default is INFO: one line per job
+
+    class Worker(SimpleWorker):
+        """rq's worker, remembering a stop request (SIGTERM, Ctrl-C): rq raises ``StopRequested``
+        for one that comes while idle without noting it, so ``work`` ends the same way as on an
+        error."""
+
+        stopping = False
+
+        def request_stop(self, signum: Any, frame: Any) -> None:
+            self.stopping = True
+            super().request_stop(signum, frame)
+
+    delay = RECONNECT_SECONDS
     try:
-        worker.work(burst=burst, with_scheduler=True)
+        while True:
+            worker = Worker([Queue(RQ_QUEUE, connection=conn)], connection=conn)
+            started = time.monotonic()
+            try:
+                worker.work(burst=burst, with_scheduler=True, logging_level=level)
+                if burst or worker.stopping:
+                    return
+                reason = "rq stopped on an error"
+            except redis.ConnectionError as exc:
+                if burst or worker.stopping:
+                    raise
+                reason = f"lost Redis ({type(exc).__name__})"
+            if time.monotonic() - started > MAX_RECONNECT_SECONDS:
+                delay = RECONNECT_SECONDS  # it ran a while: this is a new outage
+            log.warning("worker: %s; a new rq worker starts in %.0f s", reason, delay)
+            try:
+                time.sleep(delay)
+            except StopRequested:  # SIGTERM or Ctrl-C meanwhile, through rq's handlers
+                return
+            delay = min(delay * 2, MAX_RECONNECT_SECONDS)
     finally:
         hub.close()
