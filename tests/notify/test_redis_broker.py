@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from switchboard.notify.broker import WAKE_CHANNEL, RedisBroker
+from switchboard.notify.broker import EVENT_CHANNEL, WAKE_CHANNEL, RedisBroker
 from switchboard.notify.wakes import Wake
 
 
@@ -53,3 +53,59 @@ def test_a_redis_that_is_down_loses_the_doorbells_not_the_caller(caplog: pytest.
     finally:
         broker.close()
     assert "could not publish 2 wakes (ConnectionError); the todos stay pending" in caplog.text
+
+
+class _Streams:
+    """Stands in for a ``serve``'s attached sessions: records what reaches them."""
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.delivered: list[str] = []
+        self.fail_on = fail_on
+
+    def deliver(self, wake: Wake) -> None:
+        if wake.todo_id == self.fail_on:
+            raise RuntimeError("a fault in delivering")
+        self.delivered.append(wake.todo_id)
+
+    def nudge(self, agent_id: str, session_id: str | None) -> None:
+        self.delivered.append(f"nudge {agent_id}")
+
+
+def test_a_malformed_or_failing_message_is_reported_as_such_and_the_next_one_goes_through(
+        redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Review: '[1]' on the wake channel logged "wake listener lost Redis (AttributeError)" and
+    # stalled the listener 0.5 s, and a fault in delivering would have read the same, with no
+    # traceback.
+    streams = _Streams(fail_on="td_2")
+    broker = RedisBroker(redis_url, streams=streams)  # type: ignore[arg-type]
+    publisher = redis.Redis.from_url(redis_url)
+    try:
+        time.sleep(0.3)  # the listener subscribes
+        for data in ("[1]", '"x"', "{", json.dumps({"todo_id": "td_0"})):
+            publisher.publish(WAKE_CHANNEL, data)
+        publisher.publish(EVENT_CHANNEL, "[1]")
+        publisher.publish(WAKE_CHANNEL, json.dumps(_wake(2).to_dict()))  # delivering it fails
+        began = time.monotonic()
+        publisher.publish(WAKE_CHANNEL, json.dumps(_wake(1).to_dict()))
+        deadline = began + 5
+        while "td_1" not in streams.delivered and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert streams.delivered == ["td_1"]
+        assert time.monotonic() - began < 0.4  # no back-off stall behind the failures
+    finally:
+        broker.close()
+        publisher.close()
+    assert "lost Redis" not in caplog.text
+    assert caplog.text.count("ignored a malformed wake message") == 4
+    assert "ignored a malformed message on switchboard:agent-events" in caplog.text
+    assert "could not handle a message on switchboard:wakes" in caplog.text and "a fault in delivering" in caplog.text
+
+
+def test_closing_the_broker_is_not_reported_as_a_lost_redis(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Both reviews of this round saw "wake listener lost Redis (ValueError)" on a clean shutdown.
+    for _ in range(5):
+        broker = RedisBroker(redis_url, streams=_Streams())  # type: ignore[arg-type]
+        time.sleep(0.2)
+        broker.close()
+        time.sleep(0.3)
+    assert "lost Redis" not in caplog.text
