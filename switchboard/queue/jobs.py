@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 from sqlmodel import Session
 
 from switchboard import metrics
-from switchboard.errors import InvalidArgument
+from switchboard.errors import DependencyUnavailable, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.inbox import chat_verdicts
 from switchboard.inbox.items import DECIDED
@@ -329,7 +329,14 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
     The error class name is recorded, never its message (it may quote payload text). The row is
     changed with UPDATE statements, never loaded: a body that cannot be opened (a sealed body
     whose key left the ring) is the likeliest crash, and loading the row would open it again.
+
+    A :class:`~switchboard.errors.DependencyUnavailable` (the database dropped the connection,
+    stayed locked past the busy timeout, a pool ran dry) is not counted: it says nothing about
+    the delivery, and five of them in an outage marked a good delivery ``failed`` with no todo
+    (found by a review). The delivery stays ``received`` for the sweeper.
     """
+    if isinstance(exc, DependencyUnavailable):
+        return
     with hub.db.write() as session:
         failures = session.execute(
             update(Delivery)

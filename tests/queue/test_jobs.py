@@ -163,6 +163,32 @@ def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World
         hub.close()
 
 
+def test_an_unavailable_database_does_not_count_toward_failing_a_delivery(world: World, monkeypatch: Any) -> None:
+    # Review: process_all counted DependencyUnavailable like a crash; five in an outage (a
+    # dropped connection, SQLite locked past its busy timeout) marked a good delivery 'failed'.
+    from switchboard.errors import DependencyUnavailable
+    from switchboard.models.sources import MAX_PROCESS_FAILURES
+    from switchboard.queue import jobs
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        delivery_id = _store(hub, world, ISSUE)
+
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise DependencyUnavailable("the database failed: server closed the connection unexpectedly")
+
+        monkeypatch.setattr(jobs, "process_batch", unavailable)
+        for _ in range(MAX_PROCESS_FAILURES + 1):
+            assert jobs.process_all(hub, [delivery_id]) == 1
+        with hub.db.read() as s:
+            d = s.get(Delivery, delivery_id)
+            assert (d.status, d.process_failures) == ("received", 0)
+        monkeypatch.undo()
+        assert process_delivery(hub, delivery_id) == "processed"  # the database is back
+    finally:
+        hub.close()
+
+
 def test_a_project_owner_without_agents_is_trusted_by_default(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from switchboard import admin
     from switchboard.config import Settings
