@@ -354,15 +354,30 @@ class Database:
             self._autocommit_engine.dispose()
 
 
+_FAILURE_LOG_SECONDS = 10.0
+_failure_logged = [0.0]
+
+
 @contextmanager
 def _translate_driver_errors() -> Iterator[None]:
+    """Driver and pool failures become :class:`DependencyUnavailable` (a retryable 503).
+
+    Its message is what callers see (webhook senders, agents, REST clients), so it names no
+    host, port or user: the driver's own words (``connection to server at "10.0.0.5", port
+    5432 failed``) go to the log instead, once per :data:`_FAILURE_LOG_SECONDS` at most (a
+    review found a 503 to webhook senders quoting the database's address).
+    """
     try:
         yield
     except sa.exc.TimeoutError as exc:
-        raise DependencyUnavailable("the database connection pool is exhausted") from exc
+        raise DependencyUnavailable("the database connection pool is exhausted; retry later") from exc
     except (OperationalError, InterfaceError) as exc:
         reason = str(exc.orig).strip().splitlines()[0][:200] if exc.orig is not None else type(exc).__name__
-        raise DependencyUnavailable(f"the database failed: {reason}") from exc
+        now = time.monotonic()
+        if now - _failure_logged[0] >= _FAILURE_LOG_SECONDS:
+            _failure_logged[0] = now
+            log.warning("the database failed: %s", reason)
+        raise DependencyUnavailable("the database is unavailable; retry later") from exc
 
 
 def migrations_dir() -> Path:

@@ -78,7 +78,7 @@ def test_an_error_in_the_body_rolls_back_and_gives_everything_back(tmp_path: Pat
 
 
 def test_a_database_locked_by_a_process_without_our_lock_is_a_503_and_gives_everything_back(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """``BEGIN IMMEDIATE`` runs on the DBAPI connection (issue 11); a lock it cannot get within the
     busy timeout (here an ``sqlite3`` shell's open write transaction, which takes no flock) is
     still SQLAlchemy's OperationalError, so ``write`` raises the 503 ``DependencyUnavailable``."""
@@ -88,15 +88,17 @@ def test_a_database_locked_by_a_process_without_our_lock_is_a_503_and_gives_ever
     from switchboard.errors import DependencyUnavailable
 
     monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(db_module, "_failure_logged", [0.0])
     db = _db(tmp_path)
     other = sqlite3.connect(tmp_path / "switchboard.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
-        with pytest.raises(DependencyUnavailable, match="database is locked"), db.write() as s:
+        with pytest.raises(DependencyUnavailable, match="the database is unavailable"), db.write() as s:
             s.execute(sa.text("INSERT INTO t VALUES (1)"))
     finally:
         other.execute("ROLLBACK")
         other.close()
+    assert "the database failed: database is locked" in caplog.text  # the reason, for the operator
     assert db._write_lock is not None and not db._write_lock.locked()
     assert db.engine.pool.checkedout() == 0
     with db.write() as s:  # the lock is free again: writes go on
@@ -148,6 +150,7 @@ def test_only_the_thread_inside_write_takes_the_flock(tmp_path: Path, monkeypatc
     from switchboard import db as db_module
 
     monkeypatch.setattr(db_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(db_module, "_failure_logged", [0.0])
     db = _db(tmp_path)
     states: list[bool] = []
     with db.write() as s:

@@ -142,11 +142,18 @@ def test_a_connection_idle_past_the_ping_interval_is_replaced_unseen(
 
 
 def test_a_connection_used_within_the_ping_interval_is_not_pinged(
-        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     _pooled_connection_killed(pg_hub, monkeypatch, 3600.0)
+    monkeypatch.setattr(db, "_failure_logged", [0.0])
     # Not pinged: the dead connection fails its statement with a 503, and the pool is invalidated.
-    with pytest.raises(DependencyUnavailable), pg_hub.db.write() as s:
+    with pytest.raises(DependencyUnavailable) as failed, pg_hub.db.write() as s:
         s.execute(sa.text("SELECT 1"))
+    # What callers see names no host or port (a review found the database's address in the 503s
+    # sent to webhook senders); the driver's own words are in the log.
+    url = sa.engine.make_url(pg_hub.settings.database_url)
+    assert failed.value.message == "the database is unavailable; retry later"
+    assert "the database failed: " in caplog.text
+    assert str(url.port) not in failed.value.message and str(url.host) not in failed.value.message
     with pg_hub.db.write() as s:
         assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
 
