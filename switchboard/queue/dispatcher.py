@@ -136,6 +136,10 @@ class InlineDispatcher(InProcess):
         self._thread.join(timeout=10)
 
 
+ENQUEUE_LOG_SECONDS = 10.0
+"""While Redis refuses the hand-off, one warning per this many seconds (with the count)."""
+
+
 class RqDispatcher(InProcess):
     """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries.
 
@@ -159,6 +163,9 @@ class RqDispatcher(InProcess):
         self._redis = redis.Redis.from_url(redis_url)
         self._queue = Queue(RQ_QUEUE, connection=self._redis)
         self._ids: stdqueue.SimpleQueue[list[str] | None] = stdqueue.SimpleQueue()
+        # The current enqueue outage: when it was last logged (None: no outage), ids since then.
+        self._logged: float | None = None
+        self._unsent = 0
         self._thread = threading.Thread(target=self._run, name="switchboard-rq-handoff", daemon=True)
         self._thread.start()
 
@@ -194,8 +201,19 @@ class RqDispatcher(InProcess):
                 self._queue.enqueue_many(datas, pipeline=pipe)
                 pipe.execute()
         except Exception as exc:  # noqa: BLE001 - stored and acked already; the sweeper re-runs them
-            log.warning("could not enqueue %d deliveries (%s); the sweeper will", len(delivery_ids),
-                        type(exc).__name__)
+            # One line when an outage starts, then one every ENQUEUE_LOG_SECONDS with the count
+            # (a hand-off every 10 ms logged hundreds of lines a second while Redis was down).
+            self._unsent += len(delivery_ids)
+            now = time.monotonic()
+            if self._logged is None or now - self._logged >= ENQUEUE_LOG_SECONDS:
+                log.warning("could not enqueue %d deliveries (%s); they stay received and the sweeper hands "
+                            "them over again", self._unsent, type(exc).__name__)
+                self._logged, self._unsent = now, 0
+            return
+        if self._logged is not None:
+            log.warning("enqueueing works again (%d more deliveries were left to the sweeper meanwhile)",
+                        self._unsent)
+            self._logged, self._unsent = None, 0
 
     def close(self) -> None:
         """Send what is queued, then close the Redis connection."""

@@ -11,6 +11,7 @@ import time
 import uuid
 from dataclasses import replace
 
+import pytest
 import redis
 from rq import Queue, SimpleWorker
 
@@ -152,4 +153,25 @@ def test_a_delivery_named_twice_in_one_hand_off_is_enqueued_once(redis_url: str)
         assert calls[1] == ["dlv_a", "dlv_b", "dlv_c"]
     finally:
         gate.set()
+        dispatcher.close()
+
+
+def test_an_enqueue_outage_is_logged_once_per_ten_seconds_with_its_count(caplog: pytest.LogCaptureFixture) -> None:
+    # A review counted about 231 "could not enqueue" lines in a few seconds of a Redis outage (one
+    # per 10 ms hand-off), each ending "...; the sweeper will".
+    from switchboard.queue.dispatcher import RqDispatcher
+    from tests.conftest import free_port
+
+    dispatcher = RqDispatcher(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
+    try:
+        for n in range(5):
+            dispatcher.enqueue([f"dlv_{n}a", f"dlv_{n}b"])
+        lines = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
+        assert lines == ["could not enqueue 2 deliveries (ConnectionError); they stay received and the sweeper "
+                         "hands them over again"]
+        dispatcher._logged = -1e9  # ten seconds later
+        dispatcher.enqueue(["dlv_x"])
+        lines = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
+        assert lines[1].startswith("could not enqueue 9 deliveries (ConnectionError)")
+    finally:
         dispatcher.close()
