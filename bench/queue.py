@@ -178,7 +178,13 @@ def main() -> None:
         if not args.no_postgres:
             url = args.postgres_url
             if url is None:
-                from tests.services import fresh_postgres_database, running_postgres
+                try:
+                    from tests.services import fresh_postgres_database, running_postgres
+                except ModuleNotFoundError as exc:  # pytest: tests/services.py also holds fixtures
+                    raise SystemExit(
+                        f"the PostgreSQL part starts a throwaway server with tests/services.py, which needs "
+                        f"the test extra ({exc.name} is missing): .venv/bin/pip install -e '.[test]', or pass "
+                        f"--postgres-url URL, or --no-postgres") from None
 
                 server = stack.enter_context(running_postgres())
                 url = server
