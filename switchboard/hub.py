@@ -69,7 +69,7 @@ class Hub:
                 from switchboard.queue.child import ProcessDispatcher
 
                 self.dispatcher = ProcessDispatcher(type(self), settings, self.broker, BELL.ring,
-                                                    on_restart=lambda: jobs.sweep(self, self.clock.now()))
+                                                    on_restart=lambda: jobs.sweep(self, self.clock.now(), everything=True))
             else:
                 self.dispatcher = InlineDispatcher(lambda ids: jobs.process_all(self, ids))
         else:
@@ -141,7 +141,7 @@ class Hub:
             # second job. (Another live server's fresh deliveries may be dispatched twice;
             # processing only takes a delivery that is still 'received', so that costs little.)
             try:
-                jobs.sweep(self, started)
+                jobs.sweep(self, started, everything=True)
             except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds

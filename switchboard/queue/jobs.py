@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlmodel import Session
 
 from switchboard import metrics
@@ -385,35 +385,47 @@ def _reject(hub: Hub, session: Session, delivery: DeliveryRow, project_id: str, 
     return delivery.status
 
 
-def sweep(hub: Hub, received_before: datetime) -> int:
+SWEEP_PAGE = 1000
+"""Deliveries a sweep reads (and hands over) at a time."""
+
+
+def sweep(hub: Hub, received_before: datetime, everything: bool = False) -> int:
     """Re-dispatch deliveries left in ``received`` (e.g. after a crash); expire old quarantine.
 
     Args:
         received_before: only deliveries received at or before this UTC time (the start-up
             sweep: when the process started; the periodic one: now less the grace period).
+        everything: hand over every such delivery, :data:`SWEEP_PAGE` at a time (the start-up
+            sweep, and a new processing process after one died); otherwise the oldest
+            :data:`SWEEP_PAGE` (the periodic sweep). Before, a new processing process after a
+            burst got the first 1,000 and the rest waited for the periodic sweep (a review).
 
     Returns:
         How many were handed to the dispatcher.
     """
-    with hub.db.read() as session:
-        ids = (
-            session.execute(
-                select(Delivery.id)
-                .where(Delivery.status == "received", Delivery.received_at <= received_before)
-                .order_by(Delivery.received_at)
-                .limit(1000)
-            )
-            .scalars()
-            .all()
-        )
-    if ids:
-        hub.dispatcher.submit(list(ids))
-        log.info("sweeper re-dispatched %d stuck deliveries", len(ids))
+    total = 0
+    after: tuple[datetime, str] | None = None
+    while True:
+        query = select(Delivery.id, Delivery.received_at).where(
+            Delivery.status == "received", Delivery.received_at <= received_before)
+        if after is not None:
+            query = query.where(or_(Delivery.received_at > after[0],
+                                    and_(Delivery.received_at == after[0], Delivery.id > after[1])))
+        with hub.db.read() as session:
+            rows = session.execute(query.order_by(Delivery.received_at, Delivery.id).limit(SWEEP_PAGE)).all()
+        if rows:
+            hub.dispatcher.submit([row.id for row in rows])
+            total += len(rows)
+        if not everything or len(rows) < SWEEP_PAGE:
+            break
+        after = (rows[-1].received_at, rows[-1].id)
+    if total:
+        log.info("sweeper re-dispatched %d stuck deliveries", total)
     with hub.db.write() as session:
         expired = quarantine.expire(session, hub.clock, timedelta(days=hub.settings.quarantine_days))
     if expired:
         log.info("expired %d quarantined deliveries", expired)
-    return len(ids)
+    return total
 
 
 def process_all(hub: Hub, delivery_ids: list[str], after_each: Callable[[], None] | None = None) -> int:

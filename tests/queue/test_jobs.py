@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -110,7 +111,7 @@ def test_the_start_up_sweep_takes_only_what_was_received_before_the_start(world:
     from switchboard.queue import jobs
 
     cutoffs: list[Any] = []
-    monkeypatch.setattr(jobs, "sweep", lambda hub, received_before: cutoffs.append(received_before) or 0)
+    monkeypatch.setattr(jobs, "sweep", lambda hub, received_before, **_: cutoffs.append(received_before) or 0)
     hub = Hub(world.settings, role="cli")
     try:
         before = utcnow()
@@ -118,6 +119,28 @@ def test_the_start_up_sweep_takes_only_what_was_received_before_the_start(world:
         after = utcnow()
         wait_for(lambda: cutoffs, timeout=10)
         assert cutoffs[0] is not None and before <= cutoffs[0] <= after
+    finally:
+        hub.close()
+
+
+def test_a_sweep_of_everything_hands_over_every_page_and_the_periodic_one_the_oldest_page(
+        world: World, monkeypatch: Any) -> None:
+    # Review: a new processing process after a burst was handed the first 1,000 deliveries still
+    # 'received'; the rest waited for the periodic sweep.
+    from switchboard.queue import jobs
+
+    monkeypatch.setattr(jobs, "SWEEP_PAGE", 3)
+    hub = Hub(world.settings, role="cli")
+    handed: list[list[str]] = []
+    monkeypatch.setattr(hub, "dispatcher", SimpleNamespace(submit=lambda ids: handed.append(list(ids)),
+                                                           close=lambda: None))
+    try:
+        ids = [_store(hub, world, ISSUE | {"n": n}, age_seconds=100 - n) for n in range(7)]  # oldest first
+        assert jobs.sweep(hub, received_before=utcnow(), everything=True) == 7
+        assert handed == [ids[0:3], ids[3:6], ids[6:7]]
+        handed.clear()
+        assert jobs.sweep(hub, received_before=utcnow()) == 3
+        assert handed == [ids[0:3]]
     finally:
         hub.close()
 
