@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from switchboard.clock import Clock, SystemClock
 from switchboard.config import Settings
 from switchboard.db import Database
+from switchboard.errors import DependencyUnavailable
 from switchboard.notify.broker import AgentStreams, Broker, InboxWaiters, LocalBroker, RedisBroker
 from switchboard.queue.dispatcher import Dispatcher, InlineDispatcher, InProcess, RqDispatcher
 from switchboard.refusals import RefusalTally
@@ -68,8 +69,9 @@ class Hub:
                 from switchboard.feed.bell import BELL
                 from switchboard.queue.child import ProcessDispatcher
 
-                self.dispatcher = ProcessDispatcher(type(self), settings, self.broker, BELL.ring,
-                                                    on_restart=lambda: jobs.sweep(self, self.clock.now(), everything=True))
+                self.dispatcher = ProcessDispatcher(
+                    type(self), settings, self.broker, BELL.ring,
+                    on_restart=lambda: jobs.sweep(self, self.clock.now(), everything=True))
             else:
                 self.dispatcher = InlineDispatcher(lambda ids: jobs.process_all(self, ids))
         else:
@@ -142,9 +144,12 @@ class Hub:
             # processing only takes a delivery that is still 'received', so that costs little.)
             try:
                 jobs.sweep(self, started, everything=True)
+            except DependencyUnavailable as exc:  # the periodic sweep takes them once the database is back
+                log.warning("start-up sweep skipped (%s)", exc.message)
             except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds
+            outage = 0  # maintenance passes failed in a row on an unavailable database
             while True:
                 now = time.monotonic()
                 try:
@@ -154,8 +159,15 @@ class Hub:
                         grace = timedelta(seconds=self.settings.sweep_grace_seconds)
                         jobs.sweep(self, self.clock.now() - grace)
                         next_sweep = now + self.settings.sweep_interval_seconds
-                except Exception:  # noqa: BLE001 - keep going; a database blip is transient
+                except DependencyUnavailable as exc:  # an outage: a line when it starts, no traceback a pass
+                    outage += 1
+                    if outage == 1 or outage % 30 == 0:
+                        log.warning("maintenance pass skipped (%s); retrying every %s s", exc.message,
+                                    self.settings.reap_interval_seconds)
+                except Exception:  # noqa: BLE001 - keep going; a fault is logged with its traceback
                     log.exception("maintenance pass failed")
+                else:
+                    outage = 0
                 if self._stop.wait(self.settings.reap_interval_seconds):
                     return
 

@@ -166,6 +166,33 @@ def test_the_sweep_expires_quarantined_deliveries_past_their_retention(world: Wo
         hub.close()
 
 
+def test_a_database_outage_is_one_warning_in_the_maintenance_loop_and_a_fault_a_traceback(
+        world: World, monkeypatch: Any, caplog: Any) -> None:
+    # Review: every maintenance pass during a database outage logged a full traceback, like a bug.
+    from switchboard.errors import DependencyUnavailable
+
+    hub = Hub(world.settings.with_overrides(reap_interval_seconds=0.02), role="cli")
+    passes: list[int] = []
+
+    def reap() -> Any:
+        passes.append(1)
+        if len(passes) == 12:
+            raise RuntimeError("a fault in a pass")
+        raise DependencyUnavailable("the database is unavailable; retry later")
+
+    monkeypatch.setattr(hub, "reap", reap)
+    try:
+        hub.start_sweeper()
+        wait_for(lambda: len(passes) >= 15, timeout=10)
+    finally:
+        hub.close()
+    skipped = [r for r in caplog.records if r.getMessage().startswith("maintenance pass skipped")]
+    assert len(skipped) == 1 and skipped[0].exc_info is None  # one line for the whole outage
+    assert "the database is unavailable; retry later" in skipped[0].getMessage()
+    faults = [r for r in caplog.records if r.getMessage() == "maintenance pass failed"]
+    assert len(faults) == 1 and faults[0].exc_info is not None
+
+
 def test_a_delivery_that_keeps_crashing_is_failed_not_swept_forever(world: World) -> None:
     from switchboard.models.sources import MAX_PROCESS_FAILURES
     from switchboard.queue.jobs import record_failure
