@@ -334,10 +334,19 @@ class RedisBroker:
             log.warning("could not publish an inbox signal (%s)", type(exc).__name__)
 
     def close(self) -> None:
-        """Stop the listener thread."""
+        """Stop the listener thread (waiting up to a second for it), then close the connections.
+
+        The listener is waited for first: closing the pub/sub connection under it raced with its
+        read (``ValueError`` in the listener, or ``AttributeError`` out of ``PubSub.close`` that
+        broke the app's shutdown when a hub closed right after it started)."""
         self._closing = True
         if self._thread is not None:
             self._thread.stop()
+            if self._thread is not threading.current_thread():
+                self._thread.join(timeout=1.0)
         if self._pubsub is not None:
-            self._pubsub.close()
+            try:
+                self._pubsub.close()
+            except Exception as exc:  # noqa: BLE001 - closing: the connection is going anyway
+                log.debug("closing the wake listener's connection: %s", type(exc).__name__)
         self._redis.close()

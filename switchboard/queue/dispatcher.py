@@ -190,6 +190,13 @@ class RqDispatcher(InProcess):
             if stop:
                 return
 
+    def queued(self) -> int | None:
+        """Jobs waiting in the rq queue for a worker (``None`` when Redis does not answer)."""
+        try:
+            return int(self._queue.count)
+        except Exception:  # noqa: BLE001 - unknown: the caller acts as if nothing were queued
+            return None
+
     def enqueue(self, delivery_ids: list[str]) -> None:
         """Enqueue ``rq_process_delivery`` for each id in one pipeline; errors leave them to the sweeper."""
         from rq import Retry

@@ -389,7 +389,7 @@ SWEEP_PAGE = 1000
 """Deliveries a sweep reads (and hands over) at a time."""
 
 
-def sweep(hub: Hub, received_before: datetime, everything: bool = False) -> int:
+def sweep(hub: Hub, received_before: datetime, everything: bool = False, redispatch: bool = True) -> int:
     """Re-dispatch deliveries left in ``received`` (e.g. after a crash); expire old quarantine.
 
     Args:
@@ -399,13 +399,15 @@ def sweep(hub: Hub, received_before: datetime, everything: bool = False) -> int:
             sweep, and a new processing process after one died); otherwise the oldest
             :data:`SWEEP_PAGE` (the periodic sweep). Before, a new processing process after a
             burst got the first 1,000 and the rest waited for the periodic sweep (a review).
+        redispatch: ``False`` only expires quarantine (the periodic sweep while rq jobs wait for
+            a worker: the deliveries are most likely in them; see ``Hub._should_redispatch``).
 
     Returns:
         How many were handed to the dispatcher.
     """
     total = 0
     after: tuple[datetime, str] | None = None
-    while True:
+    while redispatch:
         query = select(Delivery.id, Delivery.received_at).where(
             Delivery.status == "received", Delivery.received_at <= received_before)
         if after is not None:

@@ -109,3 +109,11 @@ def test_closing_the_broker_is_not_reported_as_a_lost_redis(redis_url: str, capl
         broker.close()
         time.sleep(0.3)
     assert "lost Redis" not in caplog.text
+
+
+def test_a_broker_closed_right_after_it_started_closes_cleanly(redis_url: str) -> None:
+    # Closing the pub/sub connection while the listener thread was still starting raised
+    # AttributeError out of PubSub.close, which broke a Redis-mode app's shutdown (seen in a test
+    # whose app lived a few milliseconds).
+    for _ in range(10):
+        RedisBroker(redis_url, streams=_Streams()).close()  # type: ignore[arg-type]

@@ -175,3 +175,32 @@ def test_an_enqueue_outage_is_logged_once_per_ten_seconds_with_its_count(caplog:
         assert lines[1].startswith("could not enqueue 9 deliveries (ConnectionError)")
     finally:
         dispatcher.close()
+
+
+
+def test_the_periodic_sweep_does_not_enqueue_again_while_jobs_wait_for_a_worker(world: World, redis_url: str) -> None:
+    # Review: with no worker running, each 15 s pass enqueued the oldest 1,000 deliveries still
+    # 'received' once more (about 440 extra jobs in two minutes).
+    from switchboard.clock import utcnow
+    from switchboard.queue import jobs
+
+    conn = redis.Redis.from_url(redis_url)
+    settings = world.settings.with_overrides(redis_url=redis_url)
+    ids = _store(replace(world, settings=settings), 3, "sweep")
+    conn.flushdb()  # Redis lost their jobs: they are 'received' with nothing queued
+    hub = Hub(settings, role="serve")
+    queue = Queue(RQ_QUEUE, connection=conn)
+    try:
+        assert isinstance(hub.dispatcher, RqDispatcher)
+        assert hub._should_redispatch()  # nothing waits: a lost delivery is handed over
+        assert jobs.sweep(hub, utcnow(), redispatch=hub._should_redispatch()) == 3
+        wait_for(lambda: queue.count == 1, timeout=5)
+        assert not hub._should_redispatch()  # its job waits for a worker: not again
+        assert jobs.sweep(hub, utcnow(), redispatch=hub._should_redispatch()) == 0
+        assert queue.count == 1
+        _work(settings, queue, conn)
+        assert set(_statuses(world, ids).values()) == {"processed"}
+        assert hub._should_redispatch()
+    finally:
+        hub.close()
+        conn.close()
