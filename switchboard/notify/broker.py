@@ -251,7 +251,7 @@ class RedisBroker:
                 if not isinstance(data, dict):
                     raise TypeError("a wake is a JSON object")
                 wake = Wake.from_dict(data)
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError):
                 log.warning("ignored a malformed wake message on %s", WAKE_CHANNEL)
                 return
             if self.streams is not None:
@@ -262,7 +262,7 @@ class RedisBroker:
             try:
                 data = json.loads(message["data"])
                 agent_id, session_id = str(data["agent_id"]), data.get("session_id")
-            except (ValueError, KeyError, TypeError, AttributeError):
+            except (ValueError, KeyError, TypeError):
                 log.warning("ignored a malformed message on %s", EVENT_CHANNEL)
                 return
             if self.streams is not None:
