@@ -112,29 +112,39 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
         stopping = False
 
         def request_stop(self, signum: Any, frame: Any) -> None:
-            self.stopping = True
+            type(self).stopping = True  # on the class: a stop during the wait reaches the loop
             super().request_stop(signum, frame)
 
     delay = RECONNECT_SECONDS
     try:
         while True:
-            worker = Worker([Queue(RQ_QUEUE, connection=conn)], connection=conn)
+            worker = None
             started = time.monotonic()
             try:
+                worker = Worker([Queue(RQ_QUEUE, connection=conn)], connection=conn)  # talks to Redis
                 worker.work(burst=burst, with_scheduler=True, logging_level=level)
-                if burst or worker.stopping:
+                if burst or Worker.stopping:
                     return
                 reason = "rq stopped on an error"
-            except redis.ConnectionError as exc:
-                if burst or worker.stopping:
+            except StopRequested:  # a stop outside rq's own loop (building a worker, its bootstrap)
+                return
+            except redis.RedisError as exc:
+                if Worker.stopping:  # asked to stop; Redis only failed rq's goodbye (register_death)
+                    log.warning("worker: stopped (Redis: %s)", type(exc).__name__)
+                    return
+                if burst:
                     raise
                 reason = f"lost Redis ({type(exc).__name__})"
             if time.monotonic() - started > MAX_RECONNECT_SECONDS:
-                delay = RECONNECT_SECONDS  # it ran a while: this is a new outage
+                delay = RECONNECT_SECONDS
             log.warning("worker: %s; a new rq worker starts in %.0f s", reason, delay)
+            end = time.monotonic() + delay
             try:
-                time.sleep(delay)
-            except StopRequested:  # SIGTERM or Ctrl-C meanwhile, through rq's handlers
+                while not Worker.stopping and time.monotonic() < end:
+                    time.sleep(0.1)
+            except StopRequested:
+                return
+            if Worker.stopping:
                 return
             delay = min(delay * 2, MAX_RECONNECT_SECONDS)
     finally:

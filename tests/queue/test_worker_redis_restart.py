@@ -113,25 +113,38 @@ def test_a_worker_goes_on_processing_after_redis_restarts(restartable_redis: Res
 
 
 FLAKY_WORKER = """
+import sys
 import redis, rq
+from rq.worker import WorkerStatus
 from switchboard.config import Settings
 from switchboard.worker import run_worker
 
-original = rq.SimpleWorker.dequeue_job_and_maintain_ttl
 failed = []
 
+if sys.argv[1] == "dequeue":
+    original = rq.SimpleWorker.dequeue_job_and_maintain_ttl
 
-def dequeue_then_lose_redis(self, *args, **kwargs):
-    # What a review saw: the dequeue worked, then rq's heartbeat right after it met a Redis that
-    # had just gone away, and rq 2.12 quit ("found an unhandled exception, quitting").
-    result = original(self, *args, **kwargs)
-    if result is not None and not failed:
-        failed.append(1)
-        raise redis.ConnectionError("Connection reset by peer (Redis restarted)")
-    return result
+    def dequeue_then_lose_redis(self, *args, **kwargs):
+        # What a review saw: the dequeue worked, then rq's heartbeat right after it met a Redis
+        # that had just gone away, and rq 2.12 quit ("found an unhandled exception, quitting").
+        result = original(self, *args, **kwargs)
+        if result is not None and not failed:
+            failed.append(1)
+            raise redis.ConnectionError("Connection reset by peer (Redis restarted)")
+        return result
 
+    rq.SimpleWorker.dequeue_job_and_maintain_ttl = dequeue_then_lose_redis
+else:  # "busy": rq quits in the middle of a job (its state stays busy)
+    original = rq.SimpleWorker.execute_job
 
-rq.SimpleWorker.dequeue_job_and_maintain_ttl = dequeue_then_lose_redis
+    def lose_redis_in_a_job(self, job, queue):
+        if not failed:
+            failed.append(1)
+            self.set_state(WorkerStatus.BUSY)
+            raise redis.ConnectionError("Connection reset by peer (Redis restarted)")
+        return original(self, job, queue)
+
+    rq.SimpleWorker.execute_job = lose_redis_in_a_job
 run_worker(Settings.from_env())
 """
 
@@ -142,7 +155,8 @@ def test_a_worker_whose_rq_quits_on_a_redis_error_starts_again(restartable_redis
     world = configure(settings)
     log_path = tmp_path / "worker.log"
     with log_path.open("w") as log:
-        worker = subprocess.Popen([sys.executable, "-c", FLAKY_WORKER], stdout=log, stderr=subprocess.STDOUT,
+        worker = subprocess.Popen([sys.executable, "-c", FLAKY_WORKER, "dequeue"], stdout=log,
+                                  stderr=subprocess.STDOUT,
                                   env=cli_env(settings.home, SWITCHBOARD_REDIS_URL=restartable_redis.url))
     try:
         for url, hub in serve_in_thread(settings):
@@ -164,6 +178,70 @@ def test_a_worker_whose_rq_quits_on_a_redis_error_starts_again(restartable_redis
             in log_path.read_text()
         worker.send_signal(signal.SIGTERM)  # a warm shutdown still ends it
         assert worker.wait(timeout=30) == 0, log_path.read_text()[-3000:]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+def _flaky_worker(mode: str, settings: Settings, redis_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("w") as log:
+        return subprocess.Popen([sys.executable, "-c", FLAKY_WORKER, mode], stdout=log, stderr=subprocess.STDOUT,
+                                env=cli_env(settings.home, SWITCHBOARD_REDIS_URL=redis_url))
+
+
+def test_a_worker_waits_out_a_redis_that_stays_away(restartable_redis: RestartableRedis, tmp_path: Path) -> None:
+    # Review: building the new rq worker talks to Redis; with Redis still away one second after
+    # rq quit, that raised out of run_worker and the worker exited after all.
+    settings = Settings(home=tmp_path / "hub", redis_url=restartable_redis.url, sweep_interval_seconds=600)
+    world = configure(settings)
+    log_path = tmp_path / "worker.log"
+    worker = _flaky_worker("dequeue", settings, restartable_redis.url, log_path)
+    try:
+        for url, hub in serve_in_thread(settings):
+            live = LiveApp(url, hub, world)
+            body = (CASES / "github" / "issues.opened.json").read_bytes()
+            live.post_hook(body, github_headers(body, world.secret))
+            wait_for(lambda: "starts in" in log_path.read_text() or worker.poll() is not None, timeout=60)
+            restartable_redis.kill()  # away before the new rq worker is built, for 4 s
+            time.sleep(4.0)
+            assert worker.poll() is None, log_path.read_text()[-3000:]
+            restartable_redis.start()
+            second = body.replace(b'"number": 1,', b'"number": 2,', 1)
+            resp = live.post_hook(second, github_headers(second, world.secret))
+            assert resp.status_code == 202, resp.text
+            delivery_id = resp.json()["delivery_id"]
+
+            def processed() -> bool:
+                with hub.db.read() as s:
+                    return s.get(Delivery, delivery_id).status == "processed"
+
+            wait_for(lambda: processed() or worker.poll() is not None, timeout=60)
+            assert processed(), log_path.read_text()[-3000:]
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0, log_path.read_text()[-3000:]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+def test_a_stop_during_the_wait_after_rq_quit_mid_job_ends_the_worker(restartable_redis: RestartableRedis,
+                                                                      tmp_path: Path) -> None:
+    # Review: rq quit in the middle of a job, its state still busy, so a SIGTERM during the wait
+    # only set a flag of that rq worker; a new one started and ran on.
+    settings = Settings(home=tmp_path / "hub", redis_url=restartable_redis.url, sweep_interval_seconds=600)
+    world = configure(settings)
+    log_path = tmp_path / "worker.log"
+    worker = _flaky_worker("busy", settings, restartable_redis.url, log_path)
+    try:
+        for url, hub in serve_in_thread(settings):
+            live = LiveApp(url, hub, world)
+            body = (CASES / "github" / "issues.opened.json").read_bytes()
+            live.post_hook(body, github_headers(body, world.secret))
+            wait_for(lambda: "starts in" in log_path.read_text() or worker.poll() is not None, timeout=60)
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=20) == 0, log_path.read_text()[-3000:]
     finally:
         if worker.poll() is None:
             worker.kill()
