@@ -175,15 +175,17 @@ class Hub:
         self._sweeper.start()
 
     def _should_redispatch(self) -> bool:
-        """Whether the periodic sweep hands deliveries still ``received`` over again. Not while rq
-        jobs wait for a worker (none running, or behind by more than the grace period): those
-        deliveries are most likely in them, and each pass enqueued the oldest 1,000 once more (a
-        review counted 440 extra jobs in two minutes without workers). A delivery whose job Redis
-        lost is handed over once the queue has drained."""
+        """Whether the periodic sweep hands deliveries still ``received`` over again. Not while the
+        oldest rq job has waited longer than the sweep's grace period (no worker running, or the
+        workers that far behind): the deliveries are most likely in the queued jobs, and each pass
+        enqueued the oldest 1,000 once more (a review counted 440 extra jobs in two minutes without
+        workers). With workers keeping up, a queue that merely holds fresh jobs does not hold the
+        sweep back. A delivery whose job Redis lost is handed over once the backlog is gone."""
         if isinstance(self.dispatcher, RqDispatcher):
-            queued = self.dispatcher.queued()
-            if queued:
-                log.info("sweep: %d rq jobs wait for a worker; not handing deliveries over again", queued)
+            waited = self.dispatcher.oldest_wait()
+            if waited is not None and waited > self.settings.sweep_grace_seconds:
+                log.info("sweep: the oldest rq job has waited %.0f s for a worker; not handing deliveries "
+                         "over again", waited)
                 return False
         return True
 

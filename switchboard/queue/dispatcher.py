@@ -10,6 +10,7 @@ import logging
 import queue as stdqueue
 import threading
 import time
+from datetime import UTC, datetime
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -190,11 +191,21 @@ class RqDispatcher(InProcess):
             if stop:
                 return
 
-    def queued(self) -> int | None:
-        """Jobs waiting in the rq queue for a worker (``None`` when Redis does not answer)."""
+    def oldest_wait(self) -> float | None:
+        """Seconds the oldest job in the rq queue has waited for a worker (0.0 when none waits;
+        ``None`` when Redis does not answer)."""
         try:
-            return int(self._queue.count)
-        except Exception:  # noqa: BLE001 - unknown: the caller acts as if nothing were queued
+            ids = self._queue.get_job_ids(0, 1)
+            if not ids:
+                return 0.0
+            job = self._queue.fetch_job(ids[0])
+            enqueued = job.enqueued_at if job is not None else None
+            if enqueued is None:
+                return 0.0
+            if enqueued.tzinfo is None:
+                enqueued = enqueued.replace(tzinfo=UTC)
+            return max(0.0, (datetime.now(UTC) - enqueued).total_seconds())
+        except Exception:  # noqa: BLE001 - unknown: the caller acts as if nothing waited
             return None
 
     def enqueue(self, delivery_ids: list[str]) -> None:
