@@ -245,8 +245,8 @@ class Database:
             self.read_engine = self.engine
         # PostgreSQL: a pool of its own whose connections stay in autocommit, each statement its
         # own transaction (see write(autocommit=True)); SQLite does not use it.
-        self._autocommit_engine = self.engine if self.is_sqlite else _pg_engine(settings.database_url, autocommit=True,
-                                                                                          disconnects=disconnects)
+        self._autocommit_engine = self.engine if self.is_sqlite else _pg_engine(
+            settings.database_url, autocommit=True, disconnects=disconnects)
         self._write_lock = threading.Lock() if self.is_sqlite else None
         self._flock_path: str | None = None
         self._flock_fd: int | None = None
@@ -378,6 +378,29 @@ def _translate_driver_errors() -> Iterator[None]:
             _failure_logged[0] = now
             log.warning("the database failed: %s", reason)
         raise DependencyUnavailable("the database is unavailable; retry later") from exc
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database being unreachable rather than anything about the work: a
+    :class:`DependencyUnavailable` (from :func:`_translate_driver_errors`) caused by a lost or
+    refused connection, a server shutting down, an exhausted pool, or SQLite's lock held past
+    the busy timeout. Processing does not count such a failure against a delivery."""
+    if not isinstance(exc, DependencyUnavailable):
+        return False
+    cause = exc.__cause__
+    if isinstance(cause, sa.exc.TimeoutError):
+        return True
+    if isinstance(cause, sa.exc.DBAPIError):
+        if cause.connection_invalidated or "database is locked" in str(cause.orig):
+            return True
+        # PostgreSQL (psycopg): a failure to connect carries no SQLSTATE; class 08 is a connection
+        # exception, 57P01-57P03 a server shutting down or starting, 53300 too many connections.
+        sqlstate = getattr(cause.orig, "sqlstate", "")
+        return sqlstate is None or sqlstate.startswith("08") or sqlstate in _UNAVAILABLE_SQLSTATES
+    return False
+
+
+_UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 
 
 def migrations_dir() -> Path:

@@ -19,11 +19,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy import exc as sa_exc
 from sqlmodel import Session
 
 from switchboard import metrics
-from switchboard.errors import DependencyUnavailable, InvalidArgument
+from switchboard.db import unreachable
+from switchboard.errors import InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.inbox import chat_verdicts
 from switchboard.inbox.items import DECIDED
@@ -332,13 +332,13 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
     whose key left the ring) is the likeliest crash, and loading the row would open it again.
 
     An unavailable database (a dropped connection, SQLite locked past the busy timeout, a pool
-    that ran dry: :func:`_unavailable`) is not counted: it says nothing about the delivery, and
+    that ran dry: :func:`switchboard.db.unreachable`) is not counted: it says nothing about the delivery, and
     five of them in an outage marked a good delivery ``failed`` with no todo (found by a review).
     The delivery stays ``received`` for the sweeper. Any other database error is counted, even
     one PostgreSQL files as "operational" (a statement timeout, a program limit, a full disk), so
     a delivery that trips it every time still ends ``failed`` (a second review).
     """
-    if _unavailable(exc):
+    if unreachable(exc):
         return
     with hub.db.write() as session:
         failures = session.execute(
@@ -356,28 +356,6 @@ def record_failure(hub: Hub, delivery_id: str, exc: BaseException) -> None:
                     error_detail=f"processing crashed {failures} times ({type(exc).__name__})")
         )
     log.error("delivery %s failed processing %d times; marked failed", delivery_id, failures)
-
-
-def _unavailable(exc: BaseException) -> bool:
-    """Whether ``exc`` is the database being unreachable rather than anything about the work:
-    a :class:`DependencyUnavailable` caused by a lost connection, an exhausted pool, or SQLite's
-    lock held past the busy timeout."""
-    if not isinstance(exc, DependencyUnavailable):
-        return False
-    cause = exc.__cause__
-    if isinstance(cause, sa_exc.TimeoutError):
-        return True
-    if isinstance(cause, sa_exc.DBAPIError):
-        if cause.connection_invalidated or "database is locked" in str(cause.orig):
-            return True
-        # PostgreSQL (psycopg): a failure to connect carries no SQLSTATE; class 08 is a connection
-        # exception, 57P01-57P03 a server shutting down or starting, 53300 too many connections.
-        sqlstate = getattr(cause.orig, "sqlstate", "")
-        return sqlstate is None or sqlstate.startswith("08") or sqlstate in _UNAVAILABLE_SQLSTATES
-    return False
-
-
-_UNAVAILABLE_SQLSTATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 
 
 _SAFE_KIND = re.compile(r"[^a-z0-9_.-]")
