@@ -361,19 +361,7 @@ def redis_url() -> Iterator[str]:
             port = _free_port()
             with log.open("ab") as out:
                 proc = subprocess.Popen(
-                    [
-                        server,
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--port",
-                        str(port),
-                        "--bind",
-                        "127.0.0.1",
-                        "--dir",
-                        str(root),
-                    ],
+                    redis_server_argv(server, port, root),
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -396,6 +384,12 @@ def redis_url() -> Iterator[str]:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def redis_server_argv(server: str, port: int, root: Path) -> list[str]:
+    """``redis-server`` on 127.0.0.1:``port`` with persistence off and its files in ``root``."""
+    return [server, "--save", "", "--appendonly", "no", "--port", str(port), "--bind", "127.0.0.1",
+            "--dir", str(root)]
 
 
 def _wait_for_redis(proc: subprocess.Popen[bytes], port: int) -> bool:

@@ -11,14 +11,24 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from switchboard.config import Settings
 from switchboard.models import Delivery
-from tests.conftest import CASES, LiveApp, cli_env, configure, github_headers, serve_in_thread, switchboard_exe, wait_for
-from tests.services import _free_port, _unavailable, _wait_for_redis
+from tests.conftest import (
+    CASES,
+    LiveApp,
+    cli_env,
+    configure,
+    github_headers,
+    serve_in_thread,
+    switchboard_exe,
+    wait_for,
+)
+from tests.services import _free_port, _unavailable, _wait_for_redis, redis_server_argv
 
 
 def _count_processed(hub: object) -> int:
@@ -44,9 +54,9 @@ class RestartableRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [self.server, "--save", "", "--appendonly", "no", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.root)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        argv = redis_server_argv(self.server, self.port, self.root)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
         assert _wait_for_redis(self.proc, self.port), "redis-server did not start"
 
     def kill(self) -> None:
@@ -66,50 +76,78 @@ def restartable_redis(tmp_path: Path) -> Iterator[RestartableRedis]:
             server.kill()
 
 
-def test_a_worker_goes_on_processing_after_redis_restarts(restartable_redis: RestartableRedis,
-                                                          tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path / "hub", redis_url=restartable_redis.url, sweep_interval_seconds=600)
+ISSUE = (CASES / "github" / "issues.opened.json").read_bytes()
+
+
+def _issue(number: int) -> bytes:
+    """The real issues.opened payload with another issue number (a distinct body: not a duplicate)."""
+    return ISSUE if number == 1 else ISSUE.replace(b'"number": 1,', f'"number": {number},'.encode(), 1)
+
+
+def _post(live: LiveApp, number: int) -> str:
+    """Post ``_issue(number)`` signed; its delivery id (202)."""
+    body = _issue(number)
+    resp = live.post_hook(body, github_headers(body, live.world.secret))
+    assert resp.status_code == 202, resp.text
+    return str(resp.json()["delivery_id"])
+
+
+def _processed(live: LiveApp, delivery_id: str) -> bool:
+    with live.hub.db.read() as s:
+        return s.get(Delivery, delivery_id).status == "processed"
+
+
+def _wait_processed(live: LiveApp, worker: subprocess.Popen[bytes], log_path: Path, delivery_id: str) -> None:
+    """Until the delivery is processed, failing with the worker's log if the worker exits first."""
+    wait_for(lambda: _processed(live, delivery_id) or worker.poll() is not None, timeout=60)
+    assert worker.poll() is None, log_path.read_text()[-3000:]
+    assert _processed(live, delivery_id), log_path.read_text()[-3000:]
+
+
+@contextmanager
+def _served_with_worker(redis_server: RestartableRedis, tmp_path: Path,
+                        argv: list[str]) -> Iterator[tuple[LiveApp, subprocess.Popen[bytes], Path]]:
+    """A configured instance on ``redis_server``, served in a thread, with ``argv`` (a worker)
+    running against it; yields ``(live app, worker process, worker log)``. The worker is killed
+    at the end if the test left it running."""
+    settings = Settings(home=tmp_path / "hub", redis_url=redis_server.url, sweep_interval_seconds=600)
     world = configure(settings)
-    log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen([switchboard_exe(), "worker"], stdout=log, stderr=subprocess.STDOUT,
-                              env=cli_env(settings.home, SWITCHBOARD_REDIS_URL=restartable_redis.url))
+    log_path = tmp_path / "worker.log"
+    with log_path.open("w") as log:
+        worker = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                  env=cli_env(settings.home, SWITCHBOARD_REDIS_URL=redis_server.url))
     try:
         for url, hub in serve_in_thread(settings):
-            live = LiveApp(url, hub, world)
-            body = (CASES / "github" / "issues.opened.json").read_bytes()
-            first = live.post_hook(body, github_headers(body, world.secret)).json()["delivery_id"]
-
-            def processed(delivery_id: str) -> bool:
-                with hub.db.read() as s:
-                    return s.get(Delivery, delivery_id).status == "processed"
-
-            wait_for(lambda: processed(first), timeout=60)
-            # A burst keeps the worker inside jobs (and rq's bookkeeping around them) when Redis goes.
-            bodies = [body.replace(b'"number": 1,', f'"number": {100 + i},'.encode(), 1) for i in range(600)]
-            sender = threading.Thread(target=lambda: [live.post_hook(b, github_headers(b, world.secret))
-                                                      for b in bodies], daemon=True)
-            sender.start()
-            wait_for(lambda: _count_processed(hub) >= 30, timeout=60)
-            restartable_redis.kill()
-            time.sleep(1.0)
-            restartable_redis.start()
-            sender.join(timeout=120)
-            time.sleep(3.0)
-            second_body = body.replace(b'"number": 1,', b'"number": 2,', 1)
-            assert second_body != body
-            resp = live.post_hook(second_body, github_headers(second_body, world.secret))
-            assert resp.status_code == 202, resp.text
-            second = resp.json()["delivery_id"]
-            wait_for(lambda: processed(second) or worker.poll() is not None, timeout=60)
-            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
-            assert processed(second)
+            yield LiveApp(url, hub, world), worker, log_path
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
+        if worker.poll() is None:
             worker.kill()
-        log.close()
+            worker.wait()
+
+
+def _stop(worker: subprocess.Popen[bytes], log_path: Path, timeout: float = 30) -> None:
+    """SIGTERM (a warm shutdown) ends the worker with exit 0."""
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=timeout) == 0, log_path.read_text()[-3000:]
+
+
+def test_a_worker_goes_on_processing_after_redis_restarts(restartable_redis: RestartableRedis,
+                                                          tmp_path: Path) -> None:
+    argv = [switchboard_exe(), "worker"]
+    with _served_with_worker(restartable_redis, tmp_path, argv) as (live, worker, log):
+        _wait_processed(live, worker, log, _post(live, 1))
+        # A burst keeps the worker inside jobs (and rq's bookkeeping around them) when Redis goes.
+        sender = threading.Thread(target=lambda: [live.post_hook(b, github_headers(b, live.world.secret))
+                                                  for b in map(_issue, range(100, 700))], daemon=True)
+        sender.start()
+        wait_for(lambda: _count_processed(live.hub) >= 30, timeout=60)
+        restartable_redis.kill()
+        time.sleep(1.0)
+        restartable_redis.start()
+        sender.join(timeout=120)
+        time.sleep(3.0)
+        assert _issue(2) != ISSUE
+        _wait_processed(live, worker, log, _post(live, 2))
 
 
 FLAKY_WORKER = """
@@ -149,100 +187,44 @@ run_worker(Settings.from_env())
 """
 
 
+@contextmanager
+def _after_rq_quit(mode: str, redis_server: RestartableRedis,
+                   tmp_path: Path) -> Iterator[tuple[LiveApp, subprocess.Popen[bytes], Path]]:
+    """A flaky worker (``mode``: rq quits after a dequeue or in the middle of a job) whose rq has
+    quit on a "lost" Redis on the first delivery; yields once ``run_worker`` waits to start again."""
+    argv = [sys.executable, "-c", FLAKY_WORKER, mode]
+    with _served_with_worker(redis_server, tmp_path, argv) as (live, worker, log):
+        live.post_hook(ISSUE, github_headers(ISSUE, live.world.secret))  # its job meets the "lost" Redis
+        wait_for(lambda: "starts in" in log.read_text() or worker.poll() is not None, timeout=60)
+        assert worker.poll() is None and "starts in" in log.read_text(), log.read_text()[-3000:]
+        yield live, worker, log
+
+
 def test_a_worker_whose_rq_quits_on_a_redis_error_starts_again(restartable_redis: RestartableRedis,
                                                                tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path / "hub", redis_url=restartable_redis.url, sweep_interval_seconds=600)
-    world = configure(settings)
-    log_path = tmp_path / "worker.log"
-    with log_path.open("w") as log:
-        worker = subprocess.Popen([sys.executable, "-c", FLAKY_WORKER, "dequeue"], stdout=log,
-                                  stderr=subprocess.STDOUT,
-                                  env=cli_env(settings.home, SWITCHBOARD_REDIS_URL=restartable_redis.url))
-    try:
-        for url, hub in serve_in_thread(settings):
-            live = LiveApp(url, hub, world)
-            body = (CASES / "github" / "issues.opened.json").read_bytes()
-            live.post_hook(body, github_headers(body, world.secret))  # its job meets the "lost" Redis
-            wait_for(lambda: "starts in" in log_path.read_text() or worker.poll() is not None, timeout=60)
-            assert worker.poll() is None, log_path.read_text()[-3000:]
-            second = body.replace(b'"number": 1,', b'"number": 2,', 1)
-            delivery_id = live.post_hook(second, github_headers(second, world.secret)).json()["delivery_id"]
-
-            def processed() -> bool:
-                with hub.db.read() as s:
-                    return s.get(Delivery, delivery_id).status == "processed"
-
-            wait_for(lambda: processed() or worker.poll() is not None, timeout=60)
-            assert processed(), log_path.read_text()[-3000:]
-        assert "worker: rq stopped on an error; a new rq worker starts in 1 s" \
-            in log_path.read_text()
-        worker.send_signal(signal.SIGTERM)  # a warm shutdown still ends it
-        assert worker.wait(timeout=30) == 0, log_path.read_text()[-3000:]
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+    with _after_rq_quit("dequeue", restartable_redis, tmp_path) as (live, worker, log):
+        assert worker.poll() is None, log.read_text()[-3000:]
+        _wait_processed(live, worker, log, _post(live, 2))
+        assert "worker: rq stopped on an error; a new rq worker starts in 1 s" in log.read_text()
+        _stop(worker, log)  # a warm shutdown still ends it
 
 
-def _flaky_worker(mode: str, settings: Settings, redis_url: str, log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("w") as log:
-        return subprocess.Popen([sys.executable, "-c", FLAKY_WORKER, mode], stdout=log, stderr=subprocess.STDOUT,
-                                env=cli_env(settings.home, SWITCHBOARD_REDIS_URL=redis_url))
-
-
-def test_a_worker_waits_out_a_redis_that_stays_away(restartable_redis: RestartableRedis, tmp_path: Path) -> None:
+def test_a_worker_waits_out_a_redis_that_stays_away(restartable_redis: RestartableRedis,
+                                                   tmp_path: Path) -> None:
     # Review: building the new rq worker talks to Redis; with Redis still away one second after
     # rq quit, that raised out of run_worker and the worker exited after all.
-    settings = Settings(home=tmp_path / "hub", redis_url=restartable_redis.url, sweep_interval_seconds=600)
-    world = configure(settings)
-    log_path = tmp_path / "worker.log"
-    worker = _flaky_worker("dequeue", settings, restartable_redis.url, log_path)
-    try:
-        for url, hub in serve_in_thread(settings):
-            live = LiveApp(url, hub, world)
-            body = (CASES / "github" / "issues.opened.json").read_bytes()
-            live.post_hook(body, github_headers(body, world.secret))
-            wait_for(lambda: "starts in" in log_path.read_text() or worker.poll() is not None, timeout=60)
-            restartable_redis.kill()  # away before the new rq worker is built, for 4 s
-            time.sleep(4.0)
-            assert worker.poll() is None, log_path.read_text()[-3000:]
-            restartable_redis.start()
-            second = body.replace(b'"number": 1,', b'"number": 2,', 1)
-            resp = live.post_hook(second, github_headers(second, world.secret))
-            assert resp.status_code == 202, resp.text
-            delivery_id = resp.json()["delivery_id"]
-
-            def processed() -> bool:
-                with hub.db.read() as s:
-                    return s.get(Delivery, delivery_id).status == "processed"
-
-            wait_for(lambda: processed() or worker.poll() is not None, timeout=60)
-            assert processed(), log_path.read_text()[-3000:]
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=30) == 0, log_path.read_text()[-3000:]
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+    with _after_rq_quit("dequeue", restartable_redis, tmp_path) as (live, worker, log):
+        restartable_redis.kill()  # away before the new rq worker is built, for 4 s
+        time.sleep(4.0)
+        assert worker.poll() is None, log.read_text()[-3000:]
+        restartable_redis.start()
+        _wait_processed(live, worker, log, _post(live, 2))
+        _stop(worker, log)
 
 
 def test_a_stop_during_the_wait_after_rq_quit_mid_job_ends_the_worker(restartable_redis: RestartableRedis,
                                                                       tmp_path: Path) -> None:
     # Review: rq quit in the middle of a job, its state still busy, so a SIGTERM during the wait
     # only set a flag of that rq worker; a new one started and ran on.
-    settings = Settings(home=tmp_path / "hub", redis_url=restartable_redis.url, sweep_interval_seconds=600)
-    world = configure(settings)
-    log_path = tmp_path / "worker.log"
-    worker = _flaky_worker("busy", settings, restartable_redis.url, log_path)
-    try:
-        for url, hub in serve_in_thread(settings):
-            live = LiveApp(url, hub, world)
-            body = (CASES / "github" / "issues.opened.json").read_bytes()
-            live.post_hook(body, github_headers(body, world.secret))
-            wait_for(lambda: "starts in" in log_path.read_text() or worker.poll() is not None, timeout=60)
-            worker.send_signal(signal.SIGTERM)
-            assert worker.wait(timeout=20) == 0, log_path.read_text()[-3000:]
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+    with _after_rq_quit("busy", restartable_redis, tmp_path) as (_live, worker, log):
+        _stop(worker, log, timeout=20)
