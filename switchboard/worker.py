@@ -104,47 +104,43 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
     set_worker_hub(hub)
     level = settings.log_level  # rq's own default is INFO: one line per job
 
-    class Worker(SimpleWorker):
-        """rq's worker, remembering a stop request (SIGTERM, Ctrl-C): rq raises ``StopRequested``
-        for one that comes while idle without noting it, so ``work`` ends the same way as on an
-        error."""
+    stop = threading.Event()  # a stop request (SIGTERM, Ctrl-C) reached any rq worker of this loop
 
-        stopping = False
+    class Worker(SimpleWorker):
+        """rq's worker, remembering a stop request: rq raises ``StopRequested`` for one that comes
+        while idle without noting it, so ``work`` ends the same way as on an error; and one that
+        comes during the wait below reaches the old worker's handler."""
 
         def request_stop(self, signum: Any, frame: Any) -> None:
-            type(self).stopping = True  # on the class: a stop during the wait reaches the loop
+            stop.set()
             super().request_stop(signum, frame)
 
     delay = RECONNECT_SECONDS
     try:
         while True:
-            worker = None
             started = time.monotonic()
             try:
                 worker = Worker([Queue(RQ_QUEUE, connection=conn)], connection=conn)  # talks to Redis
                 worker.work(burst=burst, with_scheduler=True, logging_level=level)
-                if burst or Worker.stopping:
+                if burst or stop.is_set():
                     return
                 reason = "rq stopped on an error"
             except StopRequested:  # a stop outside rq's own loop (building a worker, its bootstrap)
                 return
             except redis.RedisError as exc:
-                if Worker.stopping:  # asked to stop; Redis only failed rq's goodbye (register_death)
+                if stop.is_set():  # asked to stop; Redis only failed rq's goodbye (register_death)
                     log.warning("worker: stopped (Redis: %s)", type(exc).__name__)
                     return
                 if burst:
                     raise
                 reason = f"lost Redis ({type(exc).__name__})"
             if time.monotonic() - started > MAX_RECONNECT_SECONDS:
-                delay = RECONNECT_SECONDS
+                delay = RECONNECT_SECONDS  # it ran a while: this is a new outage
             log.warning("worker: %s; a new rq worker starts in %.0f s", reason, delay)
-            end = time.monotonic() + delay
             try:
-                while not Worker.stopping and time.monotonic() < end:
-                    time.sleep(0.1)
-            except StopRequested:
-                return
-            if Worker.stopping:
+                if stop.wait(delay):
+                    return
+            except StopRequested:  # the old worker's handler, when rq had quit while idle
                 return
             delay = min(delay * 2, MAX_RECONNECT_SECONDS)
     finally:

@@ -10,8 +10,8 @@ import logging
 import queue as stdqueue
 import threading
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger(__name__)

@@ -222,9 +222,11 @@ def test_a_worker_waits_out_a_redis_that_stays_away(restartable_redis: Restartab
         _stop(worker, log)
 
 
+@pytest.mark.parametrize("mode", ["busy", "dequeue"])
 def test_a_stop_during_the_wait_after_rq_quit_mid_job_ends_the_worker(restartable_redis: RestartableRedis,
-                                                                      tmp_path: Path) -> None:
+                                                                      tmp_path: Path, mode: str) -> None:
     # Review: rq quit in the middle of a job, its state still busy, so a SIGTERM during the wait
-    # only set a flag of that rq worker; a new one started and ran on.
-    with _after_rq_quit("busy", restartable_redis, tmp_path) as (_live, worker, log):
+    # only set a flag of that rq worker; a new one started and ran on. (Quit while idle, rq's
+    # handler raises instead: that ends the wait too.)
+    with _after_rq_quit(mode, restartable_redis, tmp_path) as (_live, worker, log):
         _stop(worker, log, timeout=20)
