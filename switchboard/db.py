@@ -181,11 +181,13 @@ class WalCheckpointer:
         checkpoints: passes whose totals (frames in the log, frames copied) changed and
             copied something: about the checkpoints that did work (a pass over a log already
             copied does not count; two passes with equal totals around a restart count once).
+        passes: passes completed, whether or not they copied anything (a pass that began after
+            a COMMIT and no reader holds an older snapshot has copied that COMMIT's frames).
     """
 
     def __init__(self, path: str, interval: float = CHECKPOINT_INTERVAL_SECONDS) -> None:
         self.path, self.interval = path, interval
-        self.checkpoints = 0
+        self.checkpoints = self.passes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="switchboard-wal-checkpoint", daemon=True)
         self._thread.start()
@@ -212,6 +214,7 @@ class WalCheckpointer:
                 if copied > 0 and not busy and (frames, copied) != last:
                     self.checkpoints += 1
                     last = (frames, copied)
+                self.passes += 1
                 failed = False
             except sqlite3.Error as exc:
                 if not failed:  # once per failure streak; the in-COMMIT backstop still runs

@@ -111,11 +111,17 @@ def test_writers_keep_writing_while_it_checkpoints_and_the_log_starts_over(tmp_p
         wal = Path(f"{path}-wal")
         first = wal.stat().st_size
         # Each write after a full checkpoint starts the log again from its beginning: 100 more
-        # writes of 4 KB leave it no larger than before (without the thread it grows by ~400 KB).
+        # writes of 4 KB, each made only once a whole pass has run since the last one (so the log
+        # was copied in full), leave the log no larger than before (without the thread it grows
+        # by ~1.2 MB). CI once failed a version that slept 5 ms per write instead: on a loaded
+        # machine the thread missed enough passes for the log to outgrow its first size.
+        checkpointer = db.checkpointer
+        assert checkpointer is not None
         for _ in range(100):
+            after = checkpointer.passes + 2  # the pass under way may have begun before the write
+            wait_for(lambda: checkpointer.passes >= after, timeout=10, interval=0.002)
             with db.write() as s:
                 s.execute(sa.text(f"INSERT INTO t VALUES (randomblob({ROW_BYTES}))"))
-            time.sleep(0.005)
         assert wal.stat().st_size <= first
     finally:
         db.dispose()
