@@ -109,7 +109,7 @@ async def test_a_todo_waiting_at_connect_is_rung_right_after_initialized(live: L
     async with connect("stdio", live.url, live.world.token, extensions=[listener]) as agent:
         caps = agent.client.session.initialize_result.capabilities  # type: ignore[union-attr]
         assert caps.experimental is not None and "claude/channel" in caps.experimental
-        wake = await listener.next_wake(timeout=2.0)
+        wake = await listener.next_wake(timeout=5.0)  # the re-ring would come 27 s later
         assert set(wake.meta) == META_KEYS  # never `source`: Claude Code sets it on the tag
         assert wake.meta["todo_id"] == older and wake.meta["provider"] == "api"
         assert wake.content == (f"switchboard: 2 todos waiting; oldest todo {older} on reviews: Waiting yrotsih "
@@ -156,7 +156,7 @@ async def test_wakes_resume_after_a_hub_restart_within_two_seconds_of_re_attach(
             at = await anyio.to_thread.run_sync(lambda: wait_for(attached_again, timeout=30, interval=0.01))
             wake = await listener.next_wake(timeout=10)
             assert wake.meta["todo_id"] == second["id"]
-            assert time.monotonic() - at < 2.0, "the wake within 2 s of re-attach"
+            assert time.monotonic() - at < 5.0, "the wake within 5 s of re-attach, not at the 30 s re-ring"
             assert (await agent.ok("whoami"))["structuredContent"]["agent"]["name"] == "claude1"
     finally:
         stop(server.proc)

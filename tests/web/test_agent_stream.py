@@ -79,7 +79,7 @@ async def test_first_byte_at_once_then_events_with_ids_and_comments_without(live
     async with open_stream(live) as stream:
         assert stream.resp.status_code == 200
         assert stream.resp.headers["cache-control"] == "no-cache" and stream.resp.headers["x-accel-buffering"] == "no"
-        assert await stream.line(timeout=1.0) == ": attached session=ses_test"
+        assert await stream.line(timeout=5.0) == ": attached session=ses_test"  # not held back to the first event
         first = emit(live, "ses_test", "one")
         event = await stream.event()
         assert event == {"event": "wake", "id": str(first), "data": {"content": "one", "meta": {"todo_id": "one"}}}
