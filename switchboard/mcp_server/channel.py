@@ -221,10 +221,20 @@ class Bridge:
                         async for event in EventSource(resp):
                             await self._dispatch(event.event, event.data, event.id)
             except (httpx2.HTTPError, OSError) as exc:
-                log.warning("agent stream lost (%s); reconnecting", type(exc).__name__)
+                failure = exc
+            else:
+                failure = None
             failures += 1
             delay = min(RECONNECT_FIRST_SECONDS * 2 ** (failures - 1), RECONNECT_MAX_SECONDS)
-            await anyio.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= random.uniform(0.5, 1.0)
+            if isinstance(failure, (httpx2.ConnectError, ConnectionRefusedError)):
+                # Named with the URL and the likely fix (a new-user run saw only "ConnectError").
+                log.warning("cannot reach the hub at %s (%s): is `switchboard serve` running there? "
+                            "retrying in %.0f s", self.url, type(failure).__name__, max(delay, 1))
+            elif failure is not None:
+                log.warning("agent stream to %s lost (%s); reconnecting in %.0f s",
+                            self.url, type(failure).__name__, max(delay, 1))
+            await anyio.sleep(delay)
 
     async def token_revoked(self, event: dict[str, Any]) -> None:
         """The hub ended the stream because this adapter's token was revoked (issue 13 item 3):

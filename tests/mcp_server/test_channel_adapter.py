@@ -283,6 +283,28 @@ def test_a_refused_token_is_retried_and_reported_once_a_minute(live: LiveApp) ->
         proc.wait()
 
 
+def test_a_hub_that_is_not_there_is_named_with_its_url_and_the_fix() -> None:
+    # A new-user run: with no hub at --url, stderr said only "agent stream lost (ConnectError);
+    # reconnecting", again and again, with no address and no hint.
+    from tests.conftest import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    params = adapter_params(url, "sbk_any-token")
+    proc = subprocess.Popen([params.command, *params.args], env=params.env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _initialize(proc)
+        assert proc.stderr is not None
+        line = ""
+        while "retrying in" not in line:
+            line = proc.stderr.readline().decode()
+            assert line, "the adapter stopped"
+        assert f"cannot reach the hub at {url} (ConnectError): is `switchboard serve` running there?" in line
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_adapter_exits_0_quietly_when_its_stdout_breaks_mid_call(live: LiveApp) -> None:
     # Issue 18 item 9: exit 1 with a BrokenPipe traceback when the parent died mid-call.
     params = adapter_params(live.url, live.world.token)
