@@ -8,6 +8,14 @@ previous response, and answers 408 (problem details) when a request's body does 
 within ``body_timeout_seconds`` of its headers. Body sizes are bounded by
 :mod:`switchboard.web.guard` (413).
 
+A response sent before the request's body has all arrived (413 over the size limit, 401 before
+the body is read) is followed by a *lingering close*, as nginx does (``lingering_close``): the
+server sends its response and a FIN, then reads and discards what the client still sends, for
+at most :data:`LINGER_SECONDS` and until :data:`LINGER_IDLE_SECONDS` pass without a byte. Closed
+at once instead, the socket answered the client's next bytes with a reset, and a client still
+sending (any that does not use ``Expect: 100-continue``) saw "connection reset", never the 413
+(a new-user run: a 26 MiB delivery).
+
 Behind a reverse proxy, set the proxy's own header and body timeouts too (nginx:
 ``client_header_timeout 10s; client_body_timeout 30s; keepalive_timeout 5s``; Caddy:
 ``timeouts { read_header 10s read_body 30s idle 5s }``), so slow clients are shed before they
@@ -27,6 +35,41 @@ from switchboard.config import Settings
 from switchboard.web.problems import MEDIA_TYPE, problem_body
 
 KEEP_ALIVE_SECONDS = 5
+LINGER_SECONDS = 30.0
+"""A lingering close lasts at most this long (nginx's ``lingering_time`` default)."""
+LINGER_IDLE_SECONDS = 5.0
+"""A lingering close ends when the client sends nothing for this long (``lingering_timeout``)."""
+
+
+class _LingeringTransport:
+    """The connection's transport as uvicorn's protocol and request cycles see it: ``close()``
+    lingers (see the module docstring) while the request body is still arriving; every other
+    attribute is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: HeaderTimeoutProtocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._closing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self._closing or self._transport.is_closing()
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._protocol.conn.their_state is h11.SEND_BODY and self._transport.can_write_eof():
+            self._protocol._linger()
+        else:
+            self._transport.close()
+
+    def abort_linger(self) -> None:
+        """Close now, lingering or not."""
+        self._closing = True
+        self._transport.close()
 
 
 class HeaderTimeoutProtocol(H11Protocol):
@@ -43,8 +86,43 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = _LingeringTransport(transport, self)  # type: ignore[assignment]
         self._timer: asyncio.TimerHandle | None = None
+        self._lingering: tuple[float, asyncio.TimerHandle] | None = None  # (deadline, idle timer)
         self._arm(self.header_timeout, "headers")
+
+    def _linger(self) -> None:
+        """Send what is buffered and a FIN; discard what the client still sends (module docstring)."""
+        self._disarm()
+        transport = self.transport._transport  # type: ignore[attr-defined]
+        transport.write_eof()
+        deadline = self.loop.time() + LINGER_SECONDS
+        self._lingering = (deadline, self.loop.call_later(LINGER_IDLE_SECONDS, self._end_linger))
+        self.flow.resume_reading()  # uvicorn may have paused reads on a full request buffer
+        transport.resume_reading()
+
+    def _end_linger(self) -> None:
+        self.transport.abort_linger()  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering is None:
+            super().data_received(data)
+            return
+        deadline, idle = self._lingering
+        idle.cancel()
+        wait = min(LINGER_IDLE_SECONDS, deadline - self.loop.time())
+        self._lingering = (deadline, self.loop.call_later(max(wait, 0.0), self._end_linger))
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]
+        if self._lingering is not None:
+            self._end_linger()  # the client has sent everything: the answer is with it
+        return super().eof_received()
+
+    def shutdown(self) -> None:
+        if self._lingering is not None:
+            self._end_linger()  # a server shutting down waits for no client
+            return
+        super().shutdown()
 
     def _arm(self, seconds: float, waiting_for: str) -> None:
         if self._timer is not None:
@@ -78,12 +156,13 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._waiting_for == "headers":
             self.transport.close()
         elif cycle is not None and cycle.more_body:
-            # Tell the app the client is gone, then answer 408 unless a response has started.
+            # Tell the app the client is gone, then answer 408 unless a response has started;
+            # no lingering close for a client this slow.
             cycle.disconnected = True
             cycle.message_event.set()
             if not cycle.response_started:
                 self._send_408()
-            self.transport.close()
+            self.transport.abort_linger()  # type: ignore[attr-defined]
 
     def _send_408(self) -> None:
         body = json.dumps(problem_body(408, "request_timeout", "the request body did not arrive in time")).encode()
@@ -104,6 +183,8 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._lingering is not None:
+            self._lingering[1].cancel()
         super().connection_lost(exc)
 
 

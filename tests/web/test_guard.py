@@ -81,6 +81,65 @@ def test_an_oversized_body_with_a_token_is_413_before_it_is_read(tight: LiveApp)
     assert _status(response) == 413 and b"payload_too_large" in response
 
 
+def test_a_client_still_sending_a_26_mib_delivery_reads_the_413(live: LiveApp) -> None:
+    # A new-user run: a 26 MiB delivery sent without `Expect: 100-continue` met "connection reset
+    # by peer" after about 4 MiB (the server closed with the body unread); a client that does not
+    # then look for an early answer (httpx, requests and curl do) never saw the 413. Now the
+    # server lingers: it answers, sends a FIN, and discards the rest of the body.
+    from switchboard.config import DEFAULT_MAX_BODY_BYTES
+
+    size = 26 * 1024 * 1024
+    assert size > DEFAULT_MAX_BODY_BYTES == live.hub.settings.max_body_bytes
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     f"\r\nContent-Length: {size}\r\n\r\n".encode())
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(26):
+            sock.sendall(chunk)  # was ConnectionResetError
+        response = b""
+        while data := sock.recv(65536):
+            response += data
+    assert _status(response) == 413 and b"payload_too_large" in response
+    assert b"connection: close" in response.lower()
+
+
+def test_a_lingering_close_ends_when_the_client_stalls_or_keeps_sending(
+        tight: LiveApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchboard.web import server_protocol
+
+    monkeypatch.setattr(server_protocol, "LINGER_IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(server_protocol, "LINGER_SECONDS", 1.5)
+    token = _human_token(tight.world)
+    head = (f"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 100000000\r\n\r\n").encode()
+    host, port = tight.url.removeprefix("http://").split(":")
+
+    def closed_after(pace: float | None) -> float:
+        """Seconds from the 413 until sending fails (``pace``: seconds between 1 KiB sends, or
+        ``None`` to send nothing more until the check)."""
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(head + b"x" * 100_000)
+            response = b""
+            while not response.endswith(b"}"):
+                response += sock.recv(65536)
+            assert _status(response) == 413
+            answered = time.monotonic()
+            assert sock.recv(65536) == b""  # the server's FIN follows its answer
+            if pace is None:
+                time.sleep(1.0)
+            try:
+                while time.monotonic() - answered < 10:
+                    sock.sendall(b"x" * 1024)
+                    time.sleep(pace or 0.05)
+            except (ConnectionResetError, BrokenPipeError):
+                return time.monotonic() - answered
+            raise AssertionError("the server kept reading for 10 s")
+
+    assert closed_after(None) < 2.5  # idle past 0.3 s: closed
+    assert 1.2 < closed_after(0.1) < 4  # a byte every 0.1 s keeps it open, up to 1.5 s in all
+
+
 def test_a_chunked_body_over_the_limit_is_413(tight: LiveApp) -> None:
     token = _human_token(tight.world)
 
