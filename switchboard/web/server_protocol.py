@@ -61,9 +61,11 @@ class _LingeringTransport:
         if self._closing:
             return
         self._closing = True
-        if self._protocol.conn.their_state is h11.SEND_BODY and self._transport.can_write_eof():
-            self._protocol._linger()
-        else:
+        protocol = self._protocol
+        if (protocol.conn.their_state is h11.SEND_BODY and not protocol.shutting_down
+                and not self._transport.is_closing() and self._transport.can_write_eof()):
+            protocol._linger()
+        else:  # nothing more to come, a server shutting down, or a connection already gone
             self._transport.close()
 
     def abort_linger(self) -> None:
@@ -89,6 +91,7 @@ class HeaderTimeoutProtocol(H11Protocol):
         self.transport = _LingeringTransport(transport, self)  # type: ignore[assignment]
         self._timer: asyncio.TimerHandle | None = None
         self._lingering: tuple[float, asyncio.TimerHandle] | None = None  # (deadline, idle timer)
+        self.shutting_down = False  # the server is stopping: close, never linger
         self._arm(self.header_timeout, "headers")
 
     def _linger(self) -> None:
@@ -110,8 +113,14 @@ class HeaderTimeoutProtocol(H11Protocol):
             return
         deadline, idle = self._lingering
         idle.cancel()
-        wait = min(LINGER_IDLE_SECONDS, deadline - self.loop.time())
-        self._lingering = (deadline, self.loop.call_later(max(wait, 0.0), self._end_linger))
+        left = deadline - self.loop.time()
+        if left <= 0:
+            # Here, not by a timer: a loop that finds data on the socket every pass runs this
+            # before any timer due then, so a 0 s timer re-set each time never fired (a review
+            # held connections for 110 s under a flood).
+            self._end_linger()
+            return
+        self._lingering = (deadline, self.loop.call_later(min(LINGER_IDLE_SECONDS, left), self._end_linger))
 
     def eof_received(self) -> bool | None:  # type: ignore[override]
         if self._lingering is not None:
@@ -119,8 +128,11 @@ class HeaderTimeoutProtocol(H11Protocol):
         return super().eof_received()
 
     def shutdown(self) -> None:
+        # A server shutting down waits for no client: a linger under way ends, and none starts
+        # later (uvicorn calls this once per connection; a review saw serve's exit wait 30 s).
+        self.shutting_down = True
         if self._lingering is not None:
-            self._end_linger()  # a server shutting down waits for no client
+            self._end_linger()
             return
         super().shutdown()
 
@@ -154,7 +166,9 @@ class HeaderTimeoutProtocol(H11Protocol):
             return
         cycle = self.cycle
         if self._waiting_for == "headers":
-            self.transport.close()
+            # No lingering close for a client too slow to send its headers, nor for one still
+            # trickling a body after its answer (a review: held ~32 s instead of the 2 s timeout).
+            self.transport.abort_linger()  # type: ignore[attr-defined]
         elif cycle is not None and cycle.more_body:
             # Tell the app the client is gone, then answer 408 unless a response has started;
             # no lingering close for a client this slow.
