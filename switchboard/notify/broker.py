@@ -70,10 +70,39 @@ class AgentStreams:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_session: dict[str, Subscriber] = {}
+        self._reserved: dict[str, int] = {}
 
-    def attach(self, sub: Subscriber) -> Subscriber | None:
-        """Register a stream; return the stream it replaced (already told to close), if any."""
+    def reserve(self, agent_id: str, limit: int) -> bool:
+        """Hold a place for a stream of ``agent_id`` about to attach (its session is opened in
+        the database first); ``False`` when ``limit`` streams of the agent are attached or held
+        here. A place is given back by :meth:`attach` (``reserved=True``) or :meth:`unreserve`.
+        (Counting only attached streams let nine streams opened at the same moment all pass a
+        limit of eight: a new-user run.)"""
         with self._lock:
+            attached = sum(1 for s in self._by_session.values() if s.agent_id == agent_id)
+            if attached + self._reserved.get(agent_id, 0) >= limit:
+                return False
+            self._reserved[agent_id] = self._reserved.get(agent_id, 0) + 1
+            return True
+
+    def unreserve(self, agent_id: str) -> None:
+        """Give back a place held by :meth:`reserve` (the stream will not attach)."""
+        with self._lock:
+            self._release(agent_id)
+
+    def _release(self, agent_id: str) -> None:
+        left = self._reserved.get(agent_id, 0) - 1
+        if left > 0:
+            self._reserved[agent_id] = left
+        else:
+            self._reserved.pop(agent_id, None)
+
+    def attach(self, sub: Subscriber, reserved: bool = False) -> Subscriber | None:
+        """Register a stream (taking the place it reserved, if ``reserved``); return the stream it
+        replaced (already told to close), if any."""
+        with self._lock:
+            if reserved:
+                self._release(sub.agent_id)
             old = self._by_session.get(sub.session_id)
             self._by_session[sub.session_id] = sub
         if old is not None and old is not sub:

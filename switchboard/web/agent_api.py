@@ -163,19 +163,27 @@ async def stream(request: Request) -> Response:
     Errors: 401 unauthenticated, 400 a bad session id or ``Last-Event-ID``, 429 over
     :data:`MAX_STREAMS_PER_AGENT` streams of this agent in this process.
     """
+    reserved = False
     try:
         hub, caller = await _caller(request)
         session_id = sessions.check_session_id(request.headers.get("x-switchboard-session") or new_id("ses"))
         last = _last_event_id(request)
-        if (not hub.streams.holds(session_id)
-                and hub.streams.count(caller.agent_id) >= MAX_STREAMS_PER_AGENT):
-            raise RateLimited(f"this agent already has {MAX_STREAMS_PER_AGENT} open streams; close one first")
+        # A place is held from here to the attach below: the session is opened in a thread in
+        # between, and streams opened at the same moment must not all pass the limit.
+        if not hub.streams.holds(session_id):
+            if not hub.streams.reserve(caller.agent_id, MAX_STREAMS_PER_AGENT):
+                raise RateLimited(f"this agent already has {MAX_STREAMS_PER_AGENT} open streams; close one first")
+            reserved = True
         stream_id = new_id("stm")
         sub = Subscriber(caller.agent_id, asyncio.get_running_loop(), session_id=session_id, stream_id=stream_id)
         position, wake = await anyio.to_thread.run_sync(_open_session, hub, caller.agent_id, session_id,
                                                         stream_id, last)
-    except SwitchboardError as exc:
-        return from_error(exc)
+    except BaseException as exc:
+        if reserved:
+            hub.streams.unreserve(caller.agent_id)
+        if isinstance(exc, SwitchboardError):
+            return from_error(exc)
+        raise
     revoked = False
     principal = request.scope.get("state", {}).get("principal")
     watch = getattr(request.app.state, "revocation_watch", None)
@@ -186,7 +194,7 @@ async def stream(request: Request) -> Response:
         sub.close()
 
     unwatch = watch.register(principal["token_id"], on_revoke) if watch and principal else (lambda: None)
-    if hub.streams.attach(sub) is not None:
+    if hub.streams.attach(sub, reserved=reserved) is not None:
         log.info("agent stream replaced agent=%s session=%s", caller.agent_id, session_id)
     log.info("agent stream attached agent=%s session=%s", caller.agent_id, session_id)
     sub.ready.set()  # read once at start: a resume, or the attach ring

@@ -165,6 +165,33 @@ async def test_bad_stream_requests_are_refused_with_problem_details(live: LiveAp
         assert (resp.status_code, resp.json()["code"]) == (400, "invalid_argument")
 
 
+async def test_streams_opened_at_the_same_moment_do_not_pass_the_cap_together(live: LiveApp) -> None:
+    # A new-user run: 9 streams opened at once all got 200 (the cap is 8): each was counted
+    # before any of them had attached.
+    from switchboard.web.agent_api import MAX_STREAMS_PER_AGENT
+
+    statuses: list[int] = []
+    done = anyio.Event()
+
+    async def open_one(n: int) -> None:
+        async with open_stream(live, session=f"ses_same_{n}") as stream:
+            statuses.append(stream.resp.status_code)
+            if stream.resp.status_code == 200:
+                await stream.line()
+                await done.wait()
+
+    async with anyio.create_task_group() as tg:
+        for n in range(MAX_STREAMS_PER_AGENT + 4):
+            tg.start_soon(open_one, n)
+        with anyio.fail_after(20):
+            while len(statuses) < MAX_STREAMS_PER_AGENT + 4:
+                await anyio.sleep(0.05)
+        done.set()
+    assert sorted(statuses) == [200] * MAX_STREAMS_PER_AGENT + [429] * 4
+    wait_for(lambda: live.hub.streams.count(live.world.agent_id) == 0)
+    assert live.hub.streams.reserve(live.world.agent_id, MAX_STREAMS_PER_AGENT)  # no place left held
+
+
 async def test_streams_per_agent_are_capped_with_429(live: LiveApp) -> None:
     from switchboard.web.agent_api import MAX_STREAMS_PER_AGENT
 
