@@ -88,8 +88,29 @@ def validate(name: str, arguments: Any) -> tuple[ToolSpec, dict[str, Any]]:
         jsonschema.validate(args, spec.input_schema)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-        raise InvalidArgument(f"{where}: {exc.message}") from None
+        raise InvalidArgument(f"{where}: {schema_message(exc)}") from None
     return spec, args
+
+
+def schema_message(exc: jsonschema.ValidationError) -> str:
+    """What is wrong, without quoting the value back: jsonschema's own messages repeat it whole
+    (``'xxx…' is too long``: a 100 KB title gave a 100 KB error, and never named the limit;
+    a new-user run). Limits are named; other messages are cut to 300 characters."""
+    limit, value = exc.validator_value, exc.instance
+    size = len(value) if isinstance(value, (str, list, dict)) else None
+    wording = {
+        "maxLength": f"must be at most {limit} characters (got {size})",
+        "minLength": f"must be at least {limit} character{'s' if limit != 1 else ''}",
+        "maxItems": f"must have at most {limit} items (got {size})",
+        "minItems": f"must have at least {limit} item{'s' if limit != 1 else ''}",
+        "maximum": f"must be at most {limit}",
+        "minimum": f"must be at least {limit}",
+        "pattern": f"must match {limit}",
+    }.get(str(exc.validator))
+    if wording is not None:
+        return wording
+    message = exc.message
+    return message if len(message) <= 300 else message[:299] + "…"
 
 
 def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:

@@ -31,10 +31,24 @@ def load(schema: Schema, data: Any) -> dict[str, Any]:
     try:
         return dict(schema.load(data))
     except ValidationError as exc:
-        messages = exc.normalized_messages()
-        parts = [f"{field}: {' '.join(m if isinstance(m, str) else str(m) for m in (msgs if isinstance(msgs, list) else [msgs]))}"
-                 for field, msgs in sorted(messages.items())] if isinstance(messages, dict) else [str(messages)]
-        raise InvalidArgument("; ".join(parts)) from None
+        raise InvalidArgument("; ".join(_flatten(exc.normalized_messages()))) from None
+
+
+def _flatten(messages: Any, where: str = "") -> list[str]:
+    """marshmallow's nested messages as ``field: problem`` lines, list items as ``field[0]``
+    (they read ``options: {0: ['Not a valid string.']}`` before: a new-user run)."""
+    if isinstance(messages, dict):
+        parts: list[str] = []
+        for key, value in sorted(messages.items(), key=lambda kv: str(kv[0])):
+            name = f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key}" if where else str(key))
+            parts.extend(_flatten(value, name))
+        return parts
+    if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
+        text = " ".join(messages)
+        return [f"{where}: {text}" if where else text]
+    if isinstance(messages, list):
+        return [part for m in messages for part in _flatten(m, where)]
+    return [f"{where}: {messages}" if where else str(messages)]
 
 
 def query_args(schema: Schema, args: Any, lists: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -129,3 +129,17 @@ def test_openapi_document(live: LiveApp) -> None:
     assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/QuestionBody"}
     assert all("description" in r for ops in doc["paths"].values() for op in ops.values()
                for r in op["responses"].values())
+
+
+def test_invalid_arguments_name_the_field_and_limit_without_quoting_the_value(live: LiveApp) -> None:
+    # A new-user run: a 100 KB title came back whole in a 100 KB error that never named the
+    # limit ("title: 'xxx…' is too long"), and list items read "options: {0: [...]}".
+    resp = _api(live, "POST", "/agent/tools/todo_create", json={"project": "acme", "queue": "reviews",
+                                                          "title": "x" * 100_000})
+    error = resp.json()["structuredContent"]  # a tool result (MCP's shape), isError
+    assert resp.json()["isError"] is True and error["code"] == "invalid_argument"
+    assert error["message"] == "title: must be at most 300 characters (got 100000)"
+    assert len(resp.content) < 2000
+    resp = _api(live, "POST", "/inbox/questions", json={"project": "acme", "title": "Merge?", "options": [1, "no", 2]})
+    assert resp.status_code == 400
+    assert resp.json()["detail"] == "options[0]: Not a valid string.; options[2]: Not a valid string."
