@@ -311,6 +311,25 @@ def test_token_group_help_names_agent_and_human_tokens() -> None:
     assert "agent" in line.lower() and "human" in line.lower()
 
 
+def test_while_serve_runs_cli_links_use_the_port_it_listens_on(tmp_path: Path, env: dict[str, str]) -> None:
+    # A new-user run: with `serve --port 18777`, `login` printed a link to 8080 and `doctor` said
+    # the hub did not answer there; `source add/show/list` printed 8080 too.
+    src = cli(env, "source", "add", "--project", "acme", "--provider", "github")
+    port = free_port()
+    server = start_serve(env, port, tmp_path / "serve.log")
+    try:
+        local = f"http://127.0.0.1:{port}"
+        assert cli(env, "source", "show", src["id"])["url"] == f"{local}/hooks/{src['id']}"
+        assert cli(env, "login", "alice")["url"].startswith(f"{local}/ui/login/")
+        # SWITCHBOARD_PUBLIC_URL still wins: it is the address senders use.
+        public = {**env, "SWITCHBOARD_PUBLIC_URL": "https://hooks.example.com"}
+        assert cli(public, "source", "show", src["id"])["url"] == f"https://hooks.example.com/hooks/{src['id']}"
+    finally:
+        stop(server.proc)
+    assert not (tmp_path / "inst" / "serve.json").exists()  # gone with serve
+    assert cli(env, "source", "show", src["id"])["url"].startswith("http://127.0.0.1:8080/hooks/")
+
+
 def test_serve_prints_each_source_url_at_the_address_it_serves(tmp_path: Path, env: dict[str, str]) -> None:
     src = cli(env, "source", "add", "--project", "acme", "--provider", "github")
     assert src["url"].startswith("http://127.0.0.1:8080/hooks/")  # before serve knows its port

@@ -44,12 +44,24 @@ def fail(code: str, message: str, status: int, as_json: bool = False) -> NoRetur
     sys.exit(status)
 
 
-def load_settings() -> Settings:
-    """Settings from the environment, or exit 2 with ``config_invalid`` listing every problem."""
+def load_settings(served: bool = True) -> Settings:
+    """Settings from the environment, or exit 2 with ``config_invalid`` listing every problem.
+
+    With ``served`` and no ``SWITCHBOARD_PUBLIC_URL``, links (webhook URLs, login links, the
+    health check of ``doctor``) use the address a running ``switchboard serve`` of this
+    instance listens on (:func:`switchboard.instance.served_url`), not the default port.
+    """
     try:
-        return Settings.from_env()
+        settings = Settings.from_env()
     except ConfigError as exc:
         fail("config_invalid", str(exc), 2)
+    if served and not os.environ.get("SWITCHBOARD_PUBLIC_URL", "").strip():
+        from switchboard.instance import served_url
+
+        url = served_url(settings)
+        if url is not None:
+            settings = settings.with_overrides(public_url=url)
+    return settings
 
 
 @contextmanager

@@ -32,7 +32,7 @@ def serve(host: str | None, port: int | None) -> None:
 
     from switchboard.web.asgi import create_app
 
-    settings = load_settings()
+    settings = load_settings(served=False)
     changes: dict[str, Any] = {}
     if host is not None:
         changes["host"] = host
@@ -68,8 +68,32 @@ def serve(host: str | None, port: int | None) -> None:
 
     # log_config=None: uvicorn's loggers go through the root handlers and their redaction filter
     # (issue 13 item 6), in both log formats.
+    _record_while_serving(app, settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
                 proxy_headers=False, log_config=None, **uvicorn_options(settings))
+
+
+def _record_while_serving(app: Any, settings: Settings) -> None:
+    """Name the address served in the instance folder from start-up to shutdown, so CLI links
+    follow ``--port`` (:func:`switchboard.instance.served_url`). In the app's lifespan: uvicorn
+    ends the process by raising SIGTERM again after its shutdown, so code after ``run`` never
+    runs on a SIGTERM."""
+    from contextlib import asynccontextmanager
+
+    from switchboard.instance import forget_served, record_served
+
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(the_app: Any) -> Any:
+        async with inner(the_app) as state:
+            served = record_served(settings, _local_url(settings)) if settings.port else None
+            try:
+                yield state
+            finally:
+                forget_served(served)
+
+    app.router.lifespan_context = lifespan
 
 
 def _http_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -135,10 +159,7 @@ def _print_source_urls(settings: Settings) -> None:
                              .where(Source.enabled).order_by(Source.created_at).limit(50)).all()
     finally:
         db.dispose()
-    host = settings.host
-    local_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else
-                                                               (f"[{host}]" if ":" in host else host))
-    local = f"http://{local_host}:{settings.port}"
+    local = _local_url(settings)
     for src, project_name in rows:
         line = f"  {src.provider:<17} {project_name}/{src.queue}: {local}/hooks/{src.id}"
         if settings.public_url != local and os.environ.get("SWITCHBOARD_PUBLIC_URL"):
@@ -146,6 +167,14 @@ def _print_source_urls(settings: Settings) -> None:
         _announce(settings, line)
     if not rows:
         _announce(settings, "  no sources yet: `switchboard source add --project P --provider github`")
+
+
+def _local_url(settings: Settings) -> str:
+    """The base URL ``serve`` answers at on this machine (a wildcard host as loopback)."""
+    host = settings.host
+    local_host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else
+                                                               (f"[{host}]" if ":" in host else host))
+    return f"http://{local_host}:{settings.port}"
 
 
 def _announce(settings: Settings, text: str) -> None:
