@@ -111,6 +111,11 @@ def require_at_head(settings: Settings) -> None:
     if current is None:
         import os
 
+        if settings.is_sqlite and os.environ.get("SWITCHBOARD_DATABASE_URL", "").strip():
+            # Named by its file, not the home folder: a new-user run with a database URL into a
+            # missing folder was told "no Switchboard instance at <the home that existed>".
+            raise NoInstance(f"no Switchboard database at {settings.sqlite_path} (SWITCHBOARD_DATABASE_URL): "
+                             "check the path, or run `switchboard init` to create it there")
         origin = "SWITCHBOARD_HOME" if os.environ.get("SWITCHBOARD_HOME") else "the default: SWITCHBOARD_HOME is not set"
         where = f"{settings.home} ({origin})" if settings.is_sqlite else "SWITCHBOARD_DATABASE_URL (no schema there)"
         raise NoInstance(f"no Switchboard instance at {where}: run `switchboard init` first, "

@@ -83,6 +83,19 @@ def test_commands_other_than_init_fail_where_no_instance_exists(tmp_path: Path, 
     assert not (tmp_path / "instance").exists() and not (tmp_path / "copy.db").exists()
 
 
+def test_a_database_url_to_a_missing_file_is_named_by_its_path(tmp_path: Path) -> None:
+    # A new-user run: "no Switchboard instance at <home>" named a folder that existed.
+    (tmp_path / "instance").mkdir()
+    missing = tmp_path / "nowhere" / "x.db"
+    env = cli_env(tmp_path / "instance", SWITCHBOARD_DATABASE_URL=f"sqlite:///{missing}")
+    proc = subprocess.run([switchboard_exe(), "todo", "list"], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith(f"error no_instance: no Switchboard database at {missing} "
+                                  "(SWITCHBOARD_DATABASE_URL): check the path"), proc.stderr
+    assert not missing.parent.exists()
+
+
 def test_a_schema_behind_needs_migrate_and_migrate_brings_it_to_head(env: dict[str, str]) -> None:
     db = Path(env["SWITCHBOARD_HOME"]) / "switchboard.db"
     _sql(db, "update alembic_version set version_num = '0005'")
