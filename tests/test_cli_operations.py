@@ -435,3 +435,11 @@ def test_serve_on_a_port_in_use_says_what_to_do(env: dict[str, str]) -> None:
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in refused.stderr
     assert "choose --port or SWITCHBOARD_PORT" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_worker_without_redis_says_how_serve_processes_instead(tmp_path: Path) -> None:
+    # A new-user run: it said serve processes "in its own thread"; the default is a child process.
+    proc = subprocess.run([switchboard_exe(), "worker"], env=cli_env(tmp_path / "instance"), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2
+    assert "needs SWITCHBOARD_REDIS_URL" in proc.stderr and "in a child process" in proc.stderr

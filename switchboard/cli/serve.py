@@ -135,7 +135,8 @@ def worker(burst: bool) -> None:
     settings = load_settings()
     if not settings.redis_url:
         fail("config_invalid", "`switchboard worker` needs SWITCHBOARD_REDIS_URL; without it, "
-             "`serve` processes deliveries in its own thread", 2)
+             "`serve` processes deliveries itself (in a child process, or a thread with "
+             "SWITCHBOARD_PROCESSING=thread)", 2)
     with clear_errors():
         run_worker(settings, burst=burst)
 

@@ -30,6 +30,22 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 
+def refusal_reason(exc: BaseException) -> str:
+    """Why ``json.loads`` (with this module's hooks) refused a text, quoting none of it: the
+    decoder's own words with the line and column, or the rule it broke. (A new-user run: a
+    100,000-digit integer, which is valid JSON, was refused as "not valid JSON" with no reason.)"""
+    import sys
+
+    if isinstance(exc, RecursionError):
+        return "it nests too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
+    text = str(exc)
+    if "integer string conversion" in text:  # CPython's limit on int() of a long digit string
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return text[:200]
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError("non-standard JSON constant")
 
@@ -102,8 +118,9 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
         raise InvalidArgument(f"JSON nests deeper than {max_depth} levels")
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, RecursionError):
-        raise InvalidArgument("the body is not valid JSON (RFC 8259: UTF-8, finite numbers)") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"the body is not JSON we accept (RFC 8259: UTF-8, finite numbers): "
+                              f"{refusal_reason(exc)}") from None
     check(value, max_depth=max_depth)
     return value
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from switchboard.errors import MalformedPayload
-from switchboard.intake.json_shape import MAX_DEPTH, deeper_than
+from switchboard.intake.json_shape import MAX_DEPTH, deeper_than, refusal_reason
 from switchboard.text import readable
 
 TITLE_MAX_CHARS = 200
@@ -129,8 +129,9 @@ def load_json_object(data: bytes | str) -> dict[str, Any]:
     try:
         value = json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float,
                            object_pairs_hook=_no_duplicate_keys)
-    except (ValueError, RecursionError):
-        raise MalformedPayload("body is not valid JSON (RFC 8259, UTF-8, unique keys, finite numbers)") from None
+    except (ValueError, RecursionError) as exc:
+        raise MalformedPayload("body is not JSON we accept (RFC 8259, UTF-8, unique keys, finite numbers): "
+                               f"{refusal_reason(exc)}") from None
     if not isinstance(value, dict):
         raise MalformedPayload("body must be a JSON object")
     if _may_hold_bad(data):

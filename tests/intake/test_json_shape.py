@@ -108,3 +108,9 @@ def test_brackets_in_strings_past_the_count_still_walk() -> None:
     text = '{"a": "' + "[" * 100 + '", "b": ' + "[" * 3 + "]" * 3 + "}"
     assert not json_shape.deeper_than(text, 4)
     assert json_shape.deeper_than("[" * 5 + "]" * 5, 4)
+
+
+def test_a_refused_body_says_why() -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        json_shape.loads(b"[" + b"9" * 5000 + b"]")
+    assert caught.value.message.endswith(": a number has more than 4300 digits")

@@ -33,3 +33,20 @@ def test_text_given_as_a_string_with_a_raw_surrogate_or_nul_is_refused() -> None
 ])
 def test_other_escapes_pass(raw: bytes, value: str) -> None:
     assert load_json_object(raw)["a"] == value
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    # A new-user run: a 100,000-digit integer (valid JSON) was refused as "not valid JSON" with
+    # no reason; every refusal now says which rule, without quoting the body.
+    (b'{"a": ' + b"7" * 100_000 + b"}", "a number has more than 4300 digits"),
+    (b'{"a": 1, "a": 2}', "duplicate key"),
+    (b'{"a": NaN}', "non-standard JSON constant NaN"),
+    (b'{"a": 1e999}', "number out of range"),
+    (b'{"secret-value" 1}', "Expecting ':' delimiter at line 1 column 17"),
+    (b'{"a": "\x01"}', "Invalid control character at line 1 column 8"),
+])
+def test_a_refused_body_says_why_without_quoting_it(body: bytes, reason: str) -> None:
+    with pytest.raises(MalformedPayload) as caught:
+        load_json_object(body)
+    assert caught.value.message == ("body is not JSON we accept (RFC 8259, UTF-8, unique keys, finite numbers): "
+                                    + reason)
