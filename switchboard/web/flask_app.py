@@ -70,7 +70,11 @@ def create_flask_app(hub: Hub) -> Flask:
     @app.errorhandler(HTTPException)
     def on_http(exc: HTTPException) -> Any:
         code = {404: "not_found", 405: "method_not_allowed", 400: "invalid_argument"}.get(exc.code or 500, "http_error")
-        return _problem(exc.code or 500, code, exc.description or "")
+        resp = _problem(exc.code or 500, code, exc.description or "")
+        allowed = getattr(exc, "valid_methods", None)
+        if allowed:  # RFC 9110 §15.5.6: a 405 lists the methods the resource takes
+            resp.headers["Allow"] = ", ".join(allowed)
+        return resp
 
     @app.errorhandler(Exception)
     def on_crash(exc: Exception) -> Any:

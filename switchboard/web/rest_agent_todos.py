@@ -81,6 +81,15 @@ def list_todos() -> Any:
     return rest_calls.run_tool("todo_list", args)
 
 
+@bp.route("/todos/claim", methods=["GET", "PUT", "PATCH", "DELETE"])
+def claim_wrong_method() -> Any:
+    """``/todos/claim`` takes POST only: without this, a GET read ``claim`` as a todo id and
+    answered 404 "no such todo" (a new-user run)."""
+    from werkzeug.exceptions import MethodNotAllowed
+
+    raise MethodNotAllowed(valid_methods=["POST"], description="/api/v1/todos/claim accepts POST only")
+
+
 @bp.get("/todos/<todo_id>")
 def get_todo(todo_id: str) -> Any:
     """One todo with payload and attempts (``todo_get``).

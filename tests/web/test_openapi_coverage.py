@@ -31,7 +31,8 @@ def _routes(asgi: Any) -> tuple[set[tuple[str, str]], Any]:
                 if rule.endpoint == "static" or rule.rule.startswith("/ui/"):  # the web UI is HTML, not API
                     continue
                 for method in rule.methods or ():
-                    if method not in _AUTOMATIC:
+                    # A route that only answers 405 is no operation (as on the ASGI side).
+                    if method not in _AUTOMATIC and not rule.endpoint.endswith("wrong_method"):
                         found.add((_openapi_path(rule.rule), method.lower()))
         elif isinstance(route, Route) and route.path not in _TWINS:
             methods = route.methods or {"GET", "POST", "DELETE"}  # a bare ASGI app (/mcp) takes all three

@@ -143,3 +143,14 @@ def test_invalid_arguments_name_the_field_and_limit_without_quoting_the_value(li
     resp = _api(live, "POST", "/inbox/questions", json={"project": "acme", "title": "Merge?", "options": [1, "no", 2]})
     assert resp.status_code == 400
     assert resp.json()["detail"] == "options[0]: Not a valid string.; options[2]: Not a valid string."
+
+
+def test_other_methods_on_the_claim_route_are_405_not_a_missing_todo(live: LiveApp) -> None:
+    # A new-user run: GET /api/v1/todos/claim read "claim" as a todo id: 404 "no such todo".
+    for method in ("GET", "PUT", "DELETE"):
+        resp = _api(live, method, "/todos/claim")
+        _problem(resp, 405, "method_not_allowed")
+        assert resp.headers["allow"] == "POST"
+    resp = _api(live, "DELETE", "/todos")  # Flask's own 405s list the methods too
+    _problem(resp, 405, "method_not_allowed")
+    assert "GET" in resp.headers["allow"]
