@@ -131,8 +131,9 @@ def release(session: Session, clock: Clock, delivery_id: str, as_human_id: str |
                     "untrusted_sender": "the linked human must own the project, own an agent granted on it, "
                                         "or be on the source's trusted list (source trust)",
                     "bot_sender": "bots are never trusted"}.get(who.reason or "", "")
-            raise Conflict(f"the sender is still {who.reason}: {hint}; or release --as a human who answers "
-                           "for it")
+            raise Conflict(f"the sender is still {who.reason}: {hint}; or release it as a human who answers "
+                           'for it (CLI: --as HUMAN; REST: {"as_self": true}; '
+                           'web UI: tick "answer for the sender myself")')
     # Conditional on the state, so concurrent releases make exactly one re-run.
     changed = session.execute(
         update(Delivery).where(Delivery.id == delivery.id, Delivery.status == "quarantined")

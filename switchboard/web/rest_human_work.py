@@ -150,6 +150,8 @@ def act_on_quarantine(delivery_id: str, action: str) -> Any:
     if action not in ("release", "discard"):
         raise InvalidArgument(f"unknown action {action!r}; one of release, discard")
     body = _body()
+    if not isinstance(body.get("as_self", False), bool):  # "yes" was read as false: a 409 (a new-user run)
+        raise InvalidArgument("as_self must be true or false")
     hub = rest_calls.hub()
     with hub.db.write() as s:
         human = admin.authenticate_human(s, bearer(request.headers.get("Authorization")))

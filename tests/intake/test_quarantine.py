@@ -245,7 +245,9 @@ def test_release_says_why_the_sender_is_still_held(hub: Hub) -> None:
     unknown = _held(hub, "acme", T0, sender={"id": 300, "login": "carol", "type": "User"})
     untrusted = _held(hub, "acme", T0, sender={"id": 200, "login": "bob", "type": "User"})
     bot = _held(hub, "acme", T0, sender={"id": 100, "login": "alice", "type": "Bot"})
-    answer = "; or release --as a human who answers for it"
+    # Named for every surface (it read "release --as", the CLI's flag, on the REST API too).
+    answer = ("; or release it as a human who answers for it (CLI: --as HUMAN; REST: {\"as_self\": true}; "
+              "web UI: tick \"answer for the sender myself\")")
     expected = {
         unknown: "the sender is still unknown_sender: link the sender's identity to a human first" + answer,
         untrusted: "the sender is still untrusted_sender: the linked human must own the project, own an agent "

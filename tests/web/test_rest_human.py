@@ -90,6 +90,11 @@ def test_owner_works_the_quarantine_over_rest(live: LiveApp) -> None:
     assert {r["reason"] for r in rows} == {"unknown_sender"} and rows[0]["sender"]["external_id"] == "777"
     still = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[0]}/release", headers=auth)
     assert still.status_code == 409 and still.json()["code"] == "conflict"
+    assert '{"as_self": true}' in still.json()["detail"]
+    # A new-user run: "yes" was read as false and answered with that 409.
+    wrong = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[0]}/release", json={"as_self": "yes"},
+                        headers=auth)
+    assert (wrong.status_code, wrong.json()["detail"]) == (400, "as_self must be true or false")
     released = httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[0]}/release", json={"as_self": True},
                            headers=auth).json()
     assert released["status"] == "processed" and released["todo_id"]
