@@ -109,10 +109,11 @@ def parse_todo_events(provider: str, value: str) -> list[str] | None:
     for raw in text.split(","):
         entry = raw.strip()
         if not _ENTRY.fullmatch(entry):
-            raise InvalidArgument("--todo-events takes comma-separated event kinds such as 'issues', "
+            # Worded for the CLI flag and the web UI's field alike (it named the flag on the web page).
+            raise InvalidArgument("todo events are comma-separated event kinds such as 'issues', "
                                   "'issues.opened' or 'event_callback.app_mention' (or 'default', 'none')")
         if entry not in entries:
             entries.append(entry)
     if len(entries) > MAX_ENTRIES:
-        raise InvalidArgument(f"--todo-events takes at most {MAX_ENTRIES} kinds")
+        raise InvalidArgument(f"todo events: at most {MAX_ENTRIES} kinds")
     return entries

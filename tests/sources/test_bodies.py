@@ -50,3 +50,17 @@ def test_a_refused_body_says_why_without_quoting_it(body: bytes, reason: str) ->
         load_json_object(body)
     assert caught.value.message == ("body is not JSON we accept (RFC 8259, UTF-8, unique keys, finite numbers): "
                                     + reason)
+
+
+def test_a_bad_todo_events_list_is_worded_for_every_surface() -> None:
+    # A new-user run: the web UI's field answered "--todo-events takes ...", the CLI's flag.
+    from switchboard.errors import InvalidArgument
+    from switchboard.sources.routing import MAX_ENTRIES, parse_todo_events
+
+    with pytest.raises(InvalidArgument) as caught:
+        parse_todo_events("github", "issues, <b>")
+    assert caught.value.message.startswith("todo events are comma-separated event kinds such as 'issues'")
+    with pytest.raises(InvalidArgument) as caught:
+        parse_todo_events("github", ",".join(f"k{n}" for n in range(MAX_ENTRIES + 1)))
+    assert caught.value.message == f"todo events: at most {MAX_ENTRIES} kinds"
+    assert parse_todo_events("github", "default") is None and parse_todo_events("github", "none") == []
