@@ -27,6 +27,8 @@ _HINTS = {421: " (the Host header names none of the hub's host names: set SWITCH
           403: " (the Origin is not one of the hub's host names: set SWITCHBOARD_PUBLIC_HOSTS)",
           406: " (send Accept: application/json, text/event-stream)"}
 _KEEP = (b"mcp-session-id", b"allow", b"www-authenticate")
+_NOT_JSON_RPC = ('not a JSON-RPC 2.0 message: send an object with "jsonrpc": "2.0" and "method" (a request '
+                 'also has "id"), or a response with "id" and "result" or "error"')
 _MAX_BUFFER = 64 * 1024
 
 
@@ -75,6 +77,11 @@ async def _send_problem(send: Send, start: Message, body: bytes) -> None:
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         extra = {k: parsed[k] for k in ("jsonrpc", "id", "error") if k in parsed}
         detail = str(parsed["error"].get("message") or "")
+        if "validation error" in detail.lower():
+            # pydantic's report (about 2 KB, with the input echoed and errors.pydantic.dev links)
+            # said little to a client: name what a JSON-RPC message needs (a new-user run).
+            detail = _NOT_JSON_RPC
+            extra["error"] = {**{k: v for k, v in parsed["error"].items() if k != "data"}, "message": detail}
     elif body:
         detail = body.decode("utf-8", "replace")
     detail = " ".join(detail.split())[:300] or "the MCP transport refused the request"

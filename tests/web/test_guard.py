@@ -356,3 +356,16 @@ def test_a_client_leaving_mid_body_leaves_no_traceback(live: LiveApp, caplog: py
     assert httpx2.get(f"{live.url}/api/v1/health", timeout=10).status_code == 200
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]
+
+
+def test_a_body_that_is_not_json_rpc_on_mcp_says_what_one_needs(live: LiveApp) -> None:
+    # A new-user run: {"a": 1} on /mcp answered 2 KB of pydantic's report, the input echoed and
+    # errors.pydantic.dev links, in the detail and again in the JSON-RPC error.
+    resp = httpx2.post(f"{live.url}/mcp", json={"a": 1},
+                       headers={"Authorization": f"Bearer {live.world.token}",
+                                "Accept": "application/json, text/event-stream"}, timeout=10)
+    assert resp.status_code == 400 and resp.headers["content-type"].startswith("application/problem+json")
+    body = resp.json()
+    assert body["code"] == "invalid_argument" and body["detail"].startswith("not a JSON-RPC 2.0 message")
+    assert body["error"]["message"] == body["detail"] and isinstance(body["error"]["code"], int)
+    assert "pydantic" not in resp.text and len(resp.content) < 1000
