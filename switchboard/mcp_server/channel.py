@@ -183,10 +183,16 @@ class Bridge:
         if resp.status_code != 200:
             try:
                 problem = resp.json()
-                code = str(problem.get("code", "internal"))
+                if not isinstance(problem, dict) or "code" not in problem:
+                    raise ValueError("not a problem document")
+                code = str(problem["code"])
                 return _tool_error(code, str(problem.get("detail", "")), resp.status_code >= 500 or code == "rate_limited")
-            except ValueError:
-                return _tool_error("hub_unreachable", f"the hub answered HTTP {resp.status_code}", True)
+            except (ValueError, AttributeError):
+                # Not a problem document: probably not the hub at all (a new-user run saw only
+                # "the hub answered HTTP 501").
+                return _tool_error("hub_unreachable", f"{self.url} answered HTTP {resp.status_code} without a "
+                                   "Switchboard problem document: is it the hub? --url must be the hub's base "
+                                   "URL (the address `switchboard serve` prints)", True)
         return to_call_tool_result(resp.json())
 
     def no_api_message(self) -> str:

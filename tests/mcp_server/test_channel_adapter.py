@@ -101,6 +101,27 @@ async def test_a_url_that_is_not_the_hub_says_so(live: LiveApp) -> None:
         assert "base URL" in result["content"][0]["text"]
 
 
+async def test_a_server_that_is_not_the_hub_is_named_as_such() -> None:
+    # A new-user run: an adapter pointed at another web server answered "the hub answered HTTP 501".
+    import http.server
+    import threading
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    other = http.server.HTTPServer(("127.0.0.1", port), http.server.SimpleHTTPRequestHandler)  # POST: 501
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        async with connect("stdio", f"http://127.0.0.1:{port}", "sbk_any-token") as agent:
+            result = await agent.call("whoami")
+        assert result["isError"] is True and result["structuredContent"]["code"] == "hub_unreachable"
+        assert (f"http://127.0.0.1:{port} answered HTTP 501 without a Switchboard problem document: is it the "
+                "hub?") in result["content"][0]["text"]
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
 async def test_a_todo_waiting_at_connect_is_rung_right_after_initialized(live: LiveApp) -> None:
     # Issue 18 item 3: it was rung 27 s after notifications/initialized, by the re-ring.
     older = make_todo(live, title="Waiting \u202eyrotsih\u202c since before")
