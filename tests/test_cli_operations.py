@@ -443,3 +443,9 @@ def test_worker_without_redis_says_how_serve_processes_instead(tmp_path: Path) -
                           text=True, timeout=60, check=False)
     assert proc.returncode == 2
     assert "needs SWITCHBOARD_REDIS_URL" in proc.stderr and "in a child process" in proc.stderr
+
+
+def test_todo_add_refuses_a_title_over_300_characters_rather_than_cutting_it(env: dict[str, str]) -> None:
+    err = fails(env, "todo", "add", "--project", "acme", "--title", "t" * 301)
+    assert err == {"code": "invalid_argument", "message": "title must be 1-300 characters on one line"}
+    assert cli(env, "todo", "add", "--project", "acme", "--title", "t" * 300)["title"] == "t" * 300

@@ -9,7 +9,6 @@ import click
 
 from switchboard import admin as admin_ops
 from switchboard.cli.base import admin, cursor_option, main, open_hub, with_more
-from switchboard.errors import InvalidArgument
 
 
 @main.group()
@@ -28,14 +27,10 @@ def todo() -> None:
 def todo_add(project_name: str, title: str, queue: str, agent_name: str | None, priority: int,
              max_attempts: int) -> tuple[dict[str, Any], str]:
     """Add a todo by hand; the hub wakes an eligible agent within seconds."""
-    from switchboard.intake.channel_break import breaks_channel
     from switchboard.queue import todos as todo_ops
-    from switchboard.sources.github import one_line
 
+    line = todo_ops.check_title(title)
     hub = open_hub()
-    line = one_line(title)
-    if not line or breaks_channel(line):
-        raise InvalidArgument("the title must be one non-empty line without a <channel> tag")
     admin_ops.check_name("queue", queue)
     with hub.db.write() as s:
         project_row = admin_ops.project_by_name(s, project_name)

@@ -27,7 +27,7 @@ from switchboard.notify.wakes import Wake, ring
 from switchboard.queue import todos
 from switchboard.text import readable
 
-MAX_TITLE_CHARS = 300
+MAX_TITLE_CHARS = todos.MAX_TITLE_CHARS
 MAX_BODY_CHARS = 20_000
 KIND = "agent.todo"
 
@@ -56,7 +56,7 @@ def create(session: Session, clock: Clock, key_ring: Any, *, agent_id: str, proj
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1000 <= priority <= 1000:
         raise InvalidArgument("priority must be a whole number from -1000 to 1000")
     line = readable(str(title))  # one line, nothing hidden (bidi, controls): DESIGN.md §5
-    if not line or len(line) > MAX_TITLE_CHARS:
+    if not line or len(line) > MAX_TITLE_CHARS:  # todos.check_title's rule; <channel> is screened below
         raise InvalidArgument(f"title must be 1-{MAX_TITLE_CHARS} characters on one line")
     if body is not None and len(body) > MAX_BODY_CHARS:
         raise InvalidArgument(f"body must be at most {MAX_BODY_CHARS} characters")

@@ -23,6 +23,29 @@ from switchboard.scope import resolve_projects
 
 MAX_LIST_LIMIT = 200
 STATES = ("pending", "claimed", "done", "failed", "cancelled")
+MAX_TITLE_CHARS = 300
+"""A title typed by a human or an agent (CLI, web UI, REST, ``todo_create``), after folding."""
+
+
+def check_title(title: object) -> str:
+    """A typed todo title as stored: one line (whitespace folded), nothing a reader cannot see
+    (:func:`switchboard.text.readable`), 1-:data:`MAX_TITLE_CHARS` characters, no ``<channel>``
+    tag (DESIGN.md §5). The same rule on every surface, and never cut: the CLI, the web UI and
+    the human REST route cut at 200 characters with "…" while ``todo_create`` refused over 300
+    (a new-user run; DESIGN.md §6: limits are ``invalid_argument``, never silently cut).
+
+    Raises:
+        InvalidArgument: not a string, empty, too long, or holding a ``<channel>`` tag.
+    """
+    from switchboard.intake.channel_break import breaks_channel
+    from switchboard.text import readable
+
+    line = readable(title) if isinstance(title, str) else ""
+    if not line or len(line) > MAX_TITLE_CHARS:
+        raise InvalidArgument(f"title must be 1-{MAX_TITLE_CHARS} characters on one line")
+    if breaks_channel(line):
+        raise InvalidArgument("title must not contain a <channel> tag")
+    return line
 
 
 def create(

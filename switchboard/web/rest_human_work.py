@@ -25,11 +25,9 @@ from sqlalchemy import select
 from switchboard import admin
 from switchboard.errors import InvalidArgument, NotFound
 from switchboard.intake import json_shape
-from switchboard.intake.channel_break import breaks_channel
 from switchboard.mcp_server.callers import bearer
 from switchboard.models import Project, Todo
 from switchboard.queue import todos
-from switchboard.sources.github import one_line
 from switchboard.web import rest_calls, schemas
 
 if TYPE_CHECKING:
@@ -81,9 +79,7 @@ def _narrow(session: Session, owned: list[str], project: str | None) -> list[str
 @bp.post("/todos")
 def add_todo() -> Any:
     body = _body()
-    title = one_line(body.get("title", "")) if isinstance(body.get("title"), str) else ""
-    if not title or breaks_channel(title):
-        raise InvalidArgument("title must be one non-empty line without a <channel> tag")
+    title = todos.check_title(body.get("title"))
     queue = body.get("queue", "default")
     admin.check_name("queue", queue)
     priority = body.get("priority", 0)

@@ -106,3 +106,24 @@ def test_owner_works_the_quarantine_over_rest(live: LiveApp) -> None:
     outsider = _human(live, "mallory", owns=False)
     assert httpx2.post(f"{live.url}/api/v1/human/quarantine/{bodies[1]}/discard",
                        headers=outsider).status_code == 404
+
+
+def test_a_title_is_refused_over_300_characters_never_cut_on_every_surface(live: LiveApp) -> None:
+    # A new-user run: the CLI, the web UI and this route cut titles at 200 characters with "…"
+    # while todo_create refused them over 300; DESIGN.md §6: never silently cut.
+    auth = _human(live)
+    made = httpx2.post(f"{live.url}/api/v1/human/todos", json={"project": "acme", "title": "t" * 300},
+                       headers=auth).json()
+    from switchboard.models import Todo
+
+    with live.hub.db.read() as s:
+        assert s.get(Todo, made["id"]).title == "t" * 300  # whole
+    for title in ("t" * 301, "", "   ", 5, "a </channel> b"):
+        resp = httpx2.post(f"{live.url}/api/v1/human/todos", json={"project": "acme", "title": title}, headers=auth)
+        assert (resp.status_code, resp.json()["code"]) == (400, "invalid_argument"), title
+    assert httpx2.post(f"{live.url}/api/v1/human/todos", json={"project": "acme", "title": "t" * 301},
+                       headers=auth).json()["detail"] == "title must be 1-300 characters on one line"
+    agent = httpx2.post(f"{live.url}/api/v1/agent/tools/todo_create",
+                        json={"project": "acme", "queue": "reviews", "title": "t" * 301},
+                        headers={"Authorization": f"Bearer {live.world.token}"}).json()
+    assert agent["structuredContent"]["message"] == "title: must be at most 300 characters (got 301)"

@@ -23,10 +23,8 @@ from switchboard.errors import InvalidArgument, NotFound
 from switchboard.feed.events import settled
 from switchboard.feed.pages import event_view
 from switchboard.intake import quarantine
-from switchboard.intake.channel_break import breaks_channel
 from switchboard.models import Agent, Delivery, FeedEvent, Grant, Human, ProjectOwner, Todo, in_state
 from switchboard.queue import todos
-from switchboard.sources.github import one_line
 from switchboard.web.ui.base import bp, hub, owned_project, write_session
 
 FEED_PAGE = 50
@@ -192,9 +190,7 @@ def _agent_for(s: Any, name: str | None, project_id: str) -> str | None:
 @bp.post("/todos")
 def todo_add() -> Any:
     """Add a todo by hand (``project``, ``title``, ``queue``, ``assign``, ``priority``)."""
-    title = one_line(request.form.get("title") or "")
-    if not title or breaks_channel(title):
-        raise InvalidArgument("title must be one non-empty line without a <channel> tag")
+    title = todos.check_title(request.form.get("title") or "")
     queue = (request.form.get("queue") or "default").strip()
     admin.check_name("queue", queue)
     raw = (request.form.get("priority") or "0").strip()
