@@ -29,7 +29,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock, SystemClock, iso
 from switchboard.db import AUTOCOMMIT
-from switchboard.errors import Conflict, InvalidArgument
+from switchboard.errors import Conflict, Forbidden, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo, in_state
 from switchboard.models.base import new_id
@@ -133,7 +133,8 @@ def claim(
 
     Raises:
         InvalidArgument: bad ``lease_seconds``. NotFound: unknown or unreadable todo.
-        Forbidden: read-only grant, or the todo is assigned to another agent.
+        Forbidden: read-only grant (next in queue: every grant of the agent is read-only), or
+            the todo is assigned to another agent.
         Conflict: the todo is not pending, or another session of this agent holds it.
     """
     check_lease_seconds(lease_seconds)
@@ -156,6 +157,9 @@ def claim(
         if project_ids is None:
             project_ids = resolve_projects(session, grants, project, need_work=True)
         if not project_ids:
+            if grants and "work" not in grants.values():  # all read-only: "empty" hid why (a new-user run)
+                raise Forbidden("this agent has read access only on its projects: a project owner can "
+                                "give it the work role (switchboard grant AGENT PROJECT --role work)")
             return {"empty": True}
     token = secrets.token_urlsafe(24)
     params: dict[str, Any] = {"b_agent": agent_id, "b_token": token, "b_session": session_key}

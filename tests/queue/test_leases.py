@@ -231,6 +231,9 @@ def test_read_only_agent_is_forbidden_to_claim(hub: Hub) -> None:
         grants = admin.grants_of(s, reader)
     with pytest.raises(Forbidden):
         _do(hub, leases.claim, reader, grants, todo_id=tid)
+    # Next in queue too (a new-user run: it answered {"empty": true} with todos pending).
+    with pytest.raises(Forbidden, match="read access only on its projects"):
+        _do(hub, leases.claim, reader, grants)
 
 
 def test_todo_get_shows_attempts(hub: Hub) -> None:
