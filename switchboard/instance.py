@@ -52,57 +52,92 @@ def secure(settings: Settings) -> None:
 
 
 SERVED_FILE = "serve.json"
-"""In the instance folder while ``switchboard serve`` runs: ``{"url", "pid"}``, the address it
-listens on, so CLI commands print links and check health there (see :func:`served_url`)."""
+"""In the instance folder while ``switchboard serve`` runs: ``{"url", "pid", "previous"}``, the
+address it listens on, so CLI commands print links and check health there (see :func:`served_url`)."""
 
 
-def record_served(settings: Settings, url: str) -> Path | None:
-    """Write :data:`SERVED_FILE` for this process (``None`` when the folder is not writable)."""
+def record_served(settings: Settings, url: str) -> tuple[Path, dict[str, object] | None] | None:
+    """Write :data:`SERVED_FILE` for this process, remembering the record of another ``serve``
+    still running on this instance (restored by :func:`forget_served`). ``None`` when the folder
+    is not writable."""
     import json
 
     path = settings.home / SERVED_FILE
+    previous = _live_record(settings)
     try:
         path.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+        path.chmod(0o600)
     except OSError as exc:
         log.debug("could not record the served address in %s: %s", path, exc)
         return None
-    return path
+    return path, previous
 
 
-def forget_served(path: Path | None) -> None:
-    """Remove the file :func:`record_served` wrote, if it is still this process's."""
+def forget_served(recorded: tuple[Path, dict[str, object] | None] | None) -> None:
+    """Remove the record :func:`record_served` wrote, if it is still this process's; put back
+    the record of another ``serve`` of this instance that still runs (a review: two ``serve``
+    on one home, and the first lost its record when the second stopped)."""
     import json
 
-    if path is None:
+    if recorded is None:
         return
+    path, previous = recorded
     try:
-        if json.loads(path.read_text()).get("pid") == os.getpid():
+        if json.loads(path.read_text()).get("pid") != os.getpid():
+            return
+        if previous is not None and _alive(int(previous["pid"])):  # type: ignore[call-overload]
+            path.write_text(json.dumps(previous))
+        else:
             path.unlink()
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
         pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process of this user (another user's is not ours)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:  # ProcessLookupError: gone; PermissionError: another user's process
+        return False
+    return True
+
+
+def _live_record(settings: Settings) -> dict[str, object] | None:
+    """The record in :data:`SERVED_FILE` if this user wrote it (owner, not writable by others),
+    its URL is one ``serve`` writes (plain http to a local or the configured host, no path) and
+    its process runs; else ``None``."""
+    import json
+    import stat
+    from urllib.parse import urlsplit
+
+    path = settings.home / SERVED_FILE
+    try:
+        info = path.stat()
+        if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None  # planted by someone else: never follow it (a review: a login link to their host)
+        record = json.loads(path.read_text())
+        url, pid = str(record["url"]), int(record["pid"])
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    local = {"127.0.0.1", "::1", "localhost", settings.host.strip("[]")}
+    if parts.scheme != "http" or host not in local or port is None or parts.path or parts.query \
+            or parts.username or parts.password or not _alive(pid):
+        return None
+    return {"url": url, "pid": pid}
 
 
 def served_url(settings: Settings) -> str | None:
     """The address a running ``switchboard serve`` of this instance listens on, or ``None``
-    (no file, a malformed one, or its process has ended).
+    (no file, one this user did not write, a URL ``serve`` would not write, or its process has
+    ended).
 
     Before, CLI commands built every link from ``SWITCHBOARD_HOST``/``SWITCHBOARD_PORT``: with
     ``serve --port 18777`` a login link pointed at 8080 and ``doctor`` said the hub was down
     (a new-user run).
     """
-    import json
-
-    try:
-        record = json.loads((settings.home / SERVED_FILE).read_text())
-        url, pid = str(record["url"]), int(record["pid"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # alive, as another user
-    return url if url.startswith(("http://", "https://")) else None
+    record = _live_record(settings)
+    return None if record is None else str(record["url"])

@@ -46,3 +46,38 @@ def test_an_existing_open_instance_is_tightened_at_start(tmp_path: Path) -> None
     os.chmod(db, 0o644)
     upgrade(settings)
     assert _mode(settings.home) == 0o700 and _mode(db) == 0o600
+
+
+def test_a_served_address_is_followed_only_as_serve_writes_it(tmp_path: Path) -> None:
+    # A review: a planted serve.json sent `login` links to another host.
+    import json
+    import subprocess
+
+    from switchboard.instance import SERVED_FILE, forget_served, record_served, served_url
+
+    settings = Settings(home=tmp_path)
+    path = tmp_path / SERVED_FILE
+    recorded = record_served(settings, "http://127.0.0.1:18777")
+    assert served_url(settings) == "http://127.0.0.1:18777"
+    for url in ("http://attacker.example", "https://127.0.0.1:18777", "http://127.0.0.1:18777/x",
+                "http://u:p@127.0.0.1:1", "http://127.0.0.1"):
+        path.write_text(json.dumps({"url": url, "pid": os.getpid()}))
+        assert served_url(settings) is None, url
+    path.write_text(json.dumps({"url": "http://127.0.0.1:18777", "pid": os.getpid()}))
+    path.chmod(0o666)
+    assert served_url(settings) is None  # writable by others
+    path.chmod(0o600)
+    assert served_url(settings) == "http://127.0.0.1:18777"
+    # Two serve on one home: the second's exit puts the first's record back while it runs.
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        path.write_text(json.dumps({"url": "http://127.0.0.1:18001", "pid": other.pid}))
+        second = record_served(settings, "http://127.0.0.1:18002")
+        assert served_url(settings) == "http://127.0.0.1:18002"
+        forget_served(second)
+        assert served_url(settings) == "http://127.0.0.1:18001"
+    finally:
+        other.kill()
+        other.wait()
+    assert served_url(settings) is None  # its process ended
+    forget_served(recorded)  # not this process's record any more: left alone
