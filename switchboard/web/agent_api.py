@@ -163,6 +163,8 @@ async def stream(request: Request) -> Response:
     Errors: 401 unauthenticated, 400 a bad session id or ``Last-Event-ID``, 429 over
     :data:`MAX_STREAMS_PER_AGENT` streams of this agent in this process.
     """
+    if request.method == "HEAD":  # a stream is read, not probed: see asgi._with_405s
+        return problem(405, "method_not_allowed", "/api/v1/agent/stream accepts GET only", headers={"Allow": "GET"})
     reserved = False
     try:
         hub, caller = await _caller(request)

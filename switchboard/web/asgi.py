@@ -85,6 +85,35 @@ class RequireAgent:
         await self.app(scope, receive, send)
 
 
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _with_405s(routes: list[Any]) -> list[Any]:
+    """``routes`` plus, for each path whose routes take only some methods, one route answering
+    the others with a 405 problem and ``Allow`` (RFC 9110 §15.5.6). Without it a wrong method
+    fell through to the Flask mount at ``/`` and read 404 "not found" (a review). HEAD is
+    refused on streams too: Starlette answers HEAD on a GET route, and a HEAD of the agent
+    stream attached a stream that never ended, holding one of the agent's places for good."""
+    taken: dict[str, set[str]] = {}
+    for route in routes:
+        if isinstance(route, Route) and route.methods:
+            taken.setdefault(route.path, set()).update(route.methods)
+    extra = []
+    for path, methods in taken.items():
+        others = [m for m in _METHODS if m not in methods]
+        allowed = ", ".join(sorted(methods - {"HEAD"}))
+        if others:
+            extra.append(Route(path, _wrong_method(path, allowed), methods=others))
+    return routes + extra
+
+
+def _wrong_method(path: str, allowed: str) -> Any:
+    async def wrong_method(request: Request) -> Response:
+        return problem(405, "method_not_allowed", f"{path} accepts {allowed} only", headers={"Allow": allowed})
+
+    return wrong_method
+
+
 def create_app(settings: Settings | None = None, clock: Clock | None = None, migrate: bool = True,
                settle: bool = False) -> Starlette:
     """Build the ASGI app.
@@ -172,6 +201,7 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         Route("/api/v1/agent/session/close", relay_api.close_session, methods=["POST"]),
         Mount("/", WSGIMiddleware(flask_app)),  # type: ignore[arg-type]
     ]
+    routes[:-1] = _with_405s(routes[:-1])
     # Behind a reverse proxy: X-Forwarded-* only from SWITCHBOARD_TRUSTED_PROXIES (issue 12 #9).
     middleware = [Middleware(RequestIdMiddleware)]
     if settings.trusted_proxies:

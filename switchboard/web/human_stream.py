@@ -39,7 +39,7 @@ from switchboard.feed.events import settled
 from switchboard.mcp_server.callers import bearer
 from switchboard.models import FeedEvent
 from switchboard.web import logins
-from switchboard.web.problems import from_error
+from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -102,6 +102,8 @@ def _after(hub: Hub, human_id: str, position: int) -> list[tuple[int, str, str]]
 
 async def stream(request: Request) -> Response:
     """``GET /api/v1/stream`` (see the module docstring)."""
+    if request.method == "HEAD":  # a stream is read, not probed (a HEAD never ran its cleanup)
+        return problem(405, "method_not_allowed", "/api/v1/stream accepts GET only", headers={"Allow": "GET"})
     hub: Hub = request.app.state.hub
     loader = request.app.state.cookie_loader
     try:

@@ -80,6 +80,11 @@ def _narrow(session: Session, owned: list[str], project: str | None) -> list[str
 def add_todo() -> Any:
     body = _body()
     title = todos.check_title(body.get("title"))
+    # Types first: an object for "project" reached the database driver, a 500 (a review).
+    if not isinstance(body.get("project"), str):
+        raise InvalidArgument("project (a project name or id) is required")
+    if body.get("assign") is not None and not isinstance(body["assign"], str):
+        raise InvalidArgument("assign must be an agent's name")
     queue = body.get("queue", "default")
     admin.check_name("queue", queue)
     priority = body.get("priority", 0)

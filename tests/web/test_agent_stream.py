@@ -275,3 +275,32 @@ async def test_a_busy_stream_keeps_its_session_live(live: LiveApp, monkeypatch: 
         with live.hub.db.read() as s:
             [row] = sessions.live_sessions(s, live.hub.clock, live.world.agent_id)
         assert (row.seen_at - first_seen).total_seconds() >= 0.9
+
+
+async def test_head_of_a_stream_is_405_and_holds_no_place(live: LiveApp) -> None:
+    # A review: Starlette answered HEAD on the GET route; the stream attached, never ran its
+    # cleanup, and 8 HEADs left the agent at its cap (429) until a restart.
+    from switchboard.web.agent_api import MAX_STREAMS_PER_AGENT
+
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for n in range(MAX_STREAMS_PER_AGENT + 1):
+            resp = await http.head(f"{live.url}/api/v1/agent/stream",
+                                   headers={"Authorization": f"Bearer {live.world.token}",
+                                            "X-Switchboard-Session": f"ses_head{n}"})
+            assert resp.status_code == 405 and resp.headers["allow"] == "GET"
+    assert live.hub.streams.count(live.world.agent_id) == 0
+    async with open_stream(live, session="ses_after") as stream:
+        assert stream.resp.status_code == 200
+
+
+@pytest.mark.parametrize(("method", "path", "allowed"), [
+    ("POST", "/api/v1/agent/stream", "GET"), ("GET", "/api/v1/agent/tools/whoami", "POST"),
+    ("POST", "/api/v1/agent/tools", "GET"), ("POST", "/api/v1/inbox/wait", "GET"),
+    ("GET", "/api/v1/agent/permission", "POST"), ("GET", "/api/v1/agent/session/close", "POST")])
+async def test_a_wrong_method_on_an_asgi_route_is_405_with_allow(live: LiveApp, method: str, path: str,
+                                                                 allowed: str) -> None:
+    # A review: these fell through to the Flask mount and answered 404 "not found".
+    async with httpx2.AsyncClient(timeout=10) as http:
+        resp = await http.request(method, f"{live.url}{path}", headers={"Authorization": f"Bearer {live.world.token}"})
+    assert resp.status_code == 405 and resp.headers["allow"] == allowed
+    assert resp.json()["code"] == "method_not_allowed"

@@ -130,22 +130,23 @@ def test_a_lingering_close_ends_when_the_client_stalls_or_keeps_sending(
             if pace is None:
                 time.sleep(1.0)
             try:
-                while time.monotonic() - answered < 10:
+                while time.monotonic() - answered < 20:
                     sock.sendall(b"x" * size)
                     time.sleep(0.05 if pace is None else pace)
             except (ConnectionResetError, BrokenPipeError):
                 return time.monotonic() - answered
-            raise AssertionError("the server kept reading for 10 s")
+            raise AssertionError("the server kept reading for 20 s")
 
-    assert closed_after(None) < 2.5  # idle past 0.3 s: closed
-    assert 1.2 < closed_after(0.1) < 4  # a byte every 0.1 s keeps it open, up to 1.5 s in all
+    # Bounds wide enough for a loaded machine, far from the faults (never closed: 20 s).
+    assert closed_after(None) < 5  # idle past 0.3 s: closed
+    assert 0.8 < closed_after(0.1) < 8  # a byte every 0.1 s keeps it open past 0.3 s, up to 1.5 s in all
     # A review: with data waiting at every pass of the loop (clients sending as fast as they
     # can), the deadline's timer never fired and connections lingered for minutes.
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(16) as pool:
         floods = list(pool.map(lambda _: closed_after(0, size=256 * 1024), range(16)))
-    assert all(took < 6 for took in floods), floods  # not held past the 1.5 s cap (10 s: still open)
+    assert all(took < 10 for took in floods), floods  # not held long past the 1.5 s cap
 
 
 def test_serve_stops_at_once_while_a_refused_client_is_still_sending(tmp_path: Path) -> None:

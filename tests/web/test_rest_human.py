@@ -127,3 +127,18 @@ def test_a_title_is_refused_over_300_characters_never_cut_on_every_surface(live:
                         json={"project": "acme", "queue": "reviews", "title": "t" * 301},
                         headers={"Authorization": f"Bearer {live.world.token}"}).json()
     assert agent["structuredContent"]["message"] == "title: must be at most 300 characters (got 301)"
+
+
+def test_wrongly_typed_fields_are_400_not_500(live: LiveApp) -> None:
+    # A review: {"project": {"a": 1}} reached the database driver (500); 50,000 '[' to the
+    # permission route raised RecursionError (500).
+    auth = _human(live)
+    for body in ({"project": {"a": 1}, "title": "x"}, {"project": ["acme"], "title": "x"},
+                 {"project": "acme", "title": "x", "assign": 5}):
+        resp = httpx2.post(f"{live.url}/api/v1/human/todos", json=body, headers=auth)
+        assert (resp.status_code, resp.json()["code"]) == (400, "invalid_argument"), body
+    resp = httpx2.post(f"{live.url}/api/v1/agent/permission", content=b"[" * 50_000,
+                       headers={"Authorization": f"Bearer {live.world.token}", "Content-Type": "application/json",
+                                "X-Switchboard-Session": "ses_test"})
+    assert (resp.status_code, resp.json()["code"]) == (400, "invalid_argument")
+    assert "nests deeper than" in resp.json()["detail"]
