@@ -85,6 +85,8 @@ RECONNECT_FIRST_SECONDS = 0.25
 RECONNECT_MAX_SECONDS = 15.0
 READ_TIMEOUT_SECONDS = 40.0  # the hub sends a heartbeat every 15 s: a silent stream is dead
 REFUSED_LOG_SECONDS = 60.0
+PROBLEM_TYPE_PREFIX = "urn:switchboard:problem:"  # the hub's problem types (switchboard.web.problems)
+MAX_DETAIL_CHARS = 1000  # of a hub problem's detail passed on to the model
 SESSION_HEADER = "X-Switchboard-Session"
 
 
@@ -180,20 +182,25 @@ class Bridge:
         if resp.status_code == 404 and name in self.tool_names:
             # A tool of the catalogue is never 404 at a hub: this URL is not the hub's base URL.
             return _tool_error("hub_unreachable", self.no_api_message(), False)
+        not_the_hub = _tool_error(
+            "hub_unreachable", f"{self.url} answered HTTP {resp.status_code} without a Switchboard "
+            "answer: is it the hub? --url must be the hub's base URL (the address `switchboard serve` prints)",
+            True)
+        try:
+            answer = resp.json()
+        except ValueError:  # HTML or nothing: not the hub (a 200 of that raised out of the call)
+            return not_the_hub
         if resp.status_code != 200:
-            try:
-                problem = resp.json()
-                if not isinstance(problem, dict) or "code" not in problem:
-                    raise ValueError("not a problem document")
-                code = str(problem["code"])
-                return _tool_error(code, str(problem.get("detail", "")), resp.status_code >= 500 or code == "rate_limited")
-            except (ValueError, AttributeError):
-                # Not a problem document: probably not the hub at all (a new-user run saw only
-                # "the hub answered HTTP 501").
-                return _tool_error("hub_unreachable", f"{self.url} answered HTTP {resp.status_code} without a "
-                                   "Switchboard problem document: is it the hub? --url must be the hub's base "
-                                   "URL (the address `switchboard serve` prints)", True)
-        return to_call_tool_result(resp.json())
+            # Only the hub's own problem documents are passed on, and briefly: another server's
+            # JSON error reached the model whole (a review).
+            if not isinstance(answer, dict) or not str(answer.get("type", "")).startswith(PROBLEM_TYPE_PREFIX):
+                return not_the_hub
+            code = str(answer.get("code", "internal"))[:50]
+            return _tool_error(code, str(answer.get("detail", ""))[:MAX_DETAIL_CHARS],
+                               resp.status_code >= 500 or code == "rate_limited")
+        if not isinstance(answer, dict) or not isinstance(answer.get("content"), list):
+            return not_the_hub
+        return to_call_tool_result(answer)
 
     def no_api_message(self) -> str:
         """What to do when ``self.url`` answers 404 for the agent API."""
@@ -219,7 +226,8 @@ class Bridge:
                     elif resp.status_code == 404:
                         log.warning("agent stream answered HTTP 404: %s", self.no_api_message())
                     elif resp.status_code != 200:
-                        log.warning("agent stream answered HTTP %s", resp.status_code)
+                        log.warning("agent stream at %s answered HTTP %s: is it the hub? --url must be the "
+                                    "hub's base URL", self.url, resp.status_code)
                     else:
                         failures = 0
                         self._refused_logged_at = None
