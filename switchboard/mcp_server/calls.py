@@ -11,6 +11,7 @@ thread (:func:`call_tool_async`). Bad input is a tool error, never a traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -109,8 +110,21 @@ def schema_message(exc: jsonschema.ValidationError) -> str:
     }.get(str(exc.validator))
     if wording is not None:
         return wording
-    message = exc.message
+    if exc.validator == "type":
+        names = limit if isinstance(limit, list) else [limit]
+        return "must be " + " or ".join(_TYPE_WORDS.get(str(n), str(n)) for n in names)
+    if exc.validator == "enum" and isinstance(limit, list):
+        return "must be one of " + ", ".join(json.dumps(v) for v in limit)[:300]
+    if exc.validator == "additionalProperties" and isinstance(value, dict):
+        known = set((exc.schema or {}).get("properties", {}))
+        unknown = [k[:40] for k in value if k not in known][:5]
+        return "unknown argument" + ("s" if len(unknown) > 1 else "") + ": " + ", ".join(unknown)
+    message = exc.message  # the remaining validators quote our schema, not the value, mostly
     return message if len(message) <= 300 else message[:299] + "…"
+
+
+_TYPE_WORDS = {"string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+               "object": "an object", "array": "a list", "null": "null"}
 
 
 def invoke(hub: Hub, caller: Caller, name: str, arguments: Any) -> dict[str, Any]:

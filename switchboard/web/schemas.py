@@ -40,7 +40,8 @@ def _flatten(messages: Any, where: str = "") -> list[str]:
     if isinstance(messages, dict):
         parts: list[str] = []
         for key, value in sorted(messages.items(), key=lambda kv: str(kv[0])):
-            name = f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key}" if where else str(key))
+            shown = str(key)[:40]  # an unknown key is the caller's text: a 200 KB key made a 200 KB error
+            name = f"{where}[{shown}]" if isinstance(key, int) else (f"{where}.{shown}" if where else shown)
             parts.extend(_flatten(value, name))
         return parts
     if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
