@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from switchboard.errors import RateLimited
 from switchboard.notify.wakes import Wake
 
 log = logging.getLogger(__name__)
@@ -97,12 +98,22 @@ class AgentStreams:
         else:
             self._reserved.pop(agent_id, None)
 
-    def attach(self, sub: Subscriber, reserved: bool = False) -> Subscriber | None:
+    def attach(self, sub: Subscriber, reserved: bool = False, limit: int | None = None) -> Subscriber | None:
         """Register a stream (taking the place it reserved, if ``reserved``); return the stream it
-        replaced (already told to close), if any."""
+        replaced (already told to close), if any.
+
+        Raises:
+            RateLimited: not ``reserved``, the session is no longer held here (the stream it was
+                to replace ended meanwhile) and ``limit`` streams of the agent are attached or
+                reserved: a replacement that took no place would make one too many (a review).
+        """
         with self._lock:
             if reserved:
                 self._release(sub.agent_id)
+            elif limit is not None and sub.session_id not in self._by_session:
+                attached = sum(1 for s in self._by_session.values() if s.agent_id == sub.agent_id)
+                if attached + self._reserved.get(sub.agent_id, 0) >= limit:
+                    raise RateLimited(f"this agent already has {limit} open streams; close one first")
             old = self._by_session.get(sub.session_id)
             self._by_session[sub.session_id] = sub
         if old is not None and old is not sub:

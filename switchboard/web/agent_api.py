@@ -195,8 +195,13 @@ async def stream(request: Request) -> Response:
         revoked = True
         sub.close()
 
+    try:
+        replaced = hub.streams.attach(sub, reserved=reserved, limit=MAX_STREAMS_PER_AGENT)
+    except RateLimited as exc:  # it was to replace a stream that ended meanwhile, and no place is free
+        await anyio.to_thread.run_sync(_close_session, hub, session_id, stream_id)
+        return from_error(exc)
     unwatch = watch.register(principal["token_id"], on_revoke) if watch and principal else (lambda: None)
-    if hub.streams.attach(sub, reserved=reserved) is not None:
+    if replaced is not None:
         log.info("agent stream replaced agent=%s session=%s", caller.agent_id, session_id)
     log.info("agent stream attached agent=%s session=%s", caller.agent_id, session_id)
     sub.ready.set()  # read once at start: a resume, or the attach ring

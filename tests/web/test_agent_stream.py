@@ -304,3 +304,57 @@ async def test_a_wrong_method_on_an_asgi_route_is_405_with_allow(live: LiveApp, 
         resp = await http.request(method, f"{live.url}{path}", headers={"Authorization": f"Bearer {live.world.token}"})
     assert resp.status_code == 405 and resp.headers["allow"] == allowed
     assert resp.json()["code"] == "method_not_allowed"
+
+
+async def test_a_replacement_whose_stream_ended_meanwhile_does_not_pass_the_cap(
+        live: LiveApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A review: a stream replacing a session held here took no place; when the held stream ended
+    # before the replacement attached, and another stream took the free place, the agent had 9.
+    import time
+
+    from switchboard.web import agent_api
+
+    real = agent_api._open_session
+    armed = False
+
+    def slow(hub: Any, agent_id: str, session_id: str, *rest: Any) -> Any:
+        if session_id == "ses_0" and armed:
+            time.sleep(1.5)
+        return real(hub, agent_id, session_id, *rest)
+
+    monkeypatch.setattr(agent_api, "_open_session", slow)
+    done, close0 = anyio.Event(), anyio.Event()
+    statuses: list[tuple[str, int]] = []
+    most = 0
+
+    async def hold(name: str, until: anyio.Event) -> None:
+        async with open_stream(live, session=name) as stream:
+            statuses.append((name, stream.resp.status_code))
+            if stream.resp.status_code == 200:
+                await stream.line()
+                await until.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold, "ses_0", close0)
+        for n in range(1, agent_api.MAX_STREAMS_PER_AGENT):
+            tg.start_soon(hold, f"ses_{n}", done)
+        with anyio.fail_after(20):
+            while live.hub.streams.count(live.world.agent_id) < agent_api.MAX_STREAMS_PER_AGENT:
+                await anyio.sleep(0.05)
+        armed = True
+        tg.start_soon(hold, "ses_0", done)  # a replacement: no place taken
+        await anyio.sleep(0.3)
+        close0.set()  # the stream it replaces ends meanwhile
+        with anyio.fail_after(10):
+            while live.hub.streams.count(live.world.agent_id) >= agent_api.MAX_STREAMS_PER_AGENT:
+                await anyio.sleep(0.05)
+        tg.start_soon(hold, "ses_new", done)  # takes the free place
+        with anyio.fail_after(20):
+            while len(statuses) < agent_api.MAX_STREAMS_PER_AGENT + 2:
+                most = max(most, live.hub.streams.count(live.world.agent_id))
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.5)
+        most = max(most, live.hub.streams.count(live.world.agent_id))
+        done.set()
+    assert most == agent_api.MAX_STREAMS_PER_AGENT
+    assert statuses[-2:] == [("ses_new", 200), ("ses_0", 429)] or statuses[-2:] == [("ses_0", 429), ("ses_new", 200)]
