@@ -283,7 +283,9 @@ def start_serve(env: dict[str, str], port: int, log_path: Path) -> ServeProcess:
         except httpx2.HTTPError:
             return False
 
-    wait_for(healthy, timeout=30, interval=0.1)
+    # A serve that exits is reported at once; a slow start on a loaded CI machine once took
+    # over 30 s (three xdist workers and other serves on two cores).
+    wait_for(healthy, timeout=90, interval=0.1)
     return ServeProcess(url, proc, log_path)
 
 

@@ -78,7 +78,8 @@ async def test_github_delivery_wakes_the_channel_and_is_claimed(tmp_path: Path) 
             assert resp.status_code == 202, resp.text
             started = anyio.current_time()
             wake = await listener.next_wake()
-            assert anyio.current_time() - started < 1.0, "wake within a second of the delivery"
+            # Seconds, not the 30 s re-ring; its speed is bench/wake.py's (CI once took 1.004 s).
+            assert anyio.current_time() - started < 5.0, "wake within seconds of the delivery"
             todo_id = wake.meta["todo_id"]
             assert wake.meta == {"todo_id": todo_id, "project": "acme", "queue": "reviews",
                                  "kind": "github.issues.opened", "provider": "github"}
