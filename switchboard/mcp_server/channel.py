@@ -182,25 +182,27 @@ class Bridge:
         if resp.status_code == 404 and name in self.tool_names:
             # A tool of the catalogue is never 404 at a hub: this URL is not the hub's base URL.
             return _tool_error("hub_unreachable", self.no_api_message(), False)
-        not_the_hub = _tool_error(
-            "hub_unreachable", f"{self.url} answered HTTP {resp.status_code} without a Switchboard "
-            "answer: is it the hub? --url must be the hub's base URL (the address `switchboard serve` prints)",
-            True)
         try:
             answer = resp.json()
         except ValueError:  # HTML or nothing: not the hub (a 200 of that raised out of the call)
-            return not_the_hub
+            return self._not_the_hub(resp.status_code)
         if resp.status_code != 200:
             # Only the hub's own problem documents are passed on, and briefly: another server's
             # JSON error reached the model whole (a review).
             if not isinstance(answer, dict) or not str(answer.get("type", "")).startswith(PROBLEM_TYPE_PREFIX):
-                return not_the_hub
+                return self._not_the_hub(resp.status_code)
             code = str(answer.get("code", "internal"))[:50]
             return _tool_error(code, str(answer.get("detail", ""))[:MAX_DETAIL_CHARS],
                                resp.status_code >= 500 or code == "rate_limited")
         if not isinstance(answer, dict) or not isinstance(answer.get("content"), list):
-            return not_the_hub
+            return self._not_the_hub(resp.status_code)
         return to_call_tool_result(answer)
+
+    def _not_the_hub(self, status: int) -> Any:
+        """The tool error for an answer that is not the hub's (built only when one comes)."""
+        return _tool_error("hub_unreachable", f"{self.url} answered HTTP {status} without a Switchboard answer: "
+                           "is it the hub? --url must be the hub's base URL (the address `switchboard serve` "
+                           "prints)", True)
 
     def no_api_message(self) -> str:
         """What to do when ``self.url`` answers 404 for the agent API."""

@@ -80,8 +80,7 @@ class AgentStreams:
         (Counting only attached streams let nine streams opened at the same moment all pass a
         limit of eight: a new-user run.)"""
         with self._lock:
-            attached = sum(1 for s in self._by_session.values() if s.agent_id == agent_id)
-            if attached + self._reserved.get(agent_id, 0) >= limit:
+            if self._places_taken(agent_id) >= limit:
                 return False
             self._reserved[agent_id] = self._reserved.get(agent_id, 0) + 1
             return True
@@ -90,6 +89,11 @@ class AgentStreams:
         """Give back a place held by :meth:`reserve` (the stream will not attach)."""
         with self._lock:
             self._release(agent_id)
+
+    def _places_taken(self, agent_id: str) -> int:
+        """Streams of ``agent_id`` attached or reserved here (call under the lock)."""
+        attached = sum(1 for s in self._by_session.values() if s.agent_id == agent_id)
+        return attached + self._reserved.get(agent_id, 0)
 
     def _release(self, agent_id: str) -> None:
         left = self._reserved.get(agent_id, 0) - 1
@@ -110,10 +114,9 @@ class AgentStreams:
         with self._lock:
             if reserved:
                 self._release(sub.agent_id)
-            elif limit is not None and sub.session_id not in self._by_session:
-                attached = sum(1 for s in self._by_session.values() if s.agent_id == sub.agent_id)
-                if attached + self._reserved.get(sub.agent_id, 0) >= limit:
-                    raise RateLimited(f"this agent already has {limit} open streams; close one first")
+            elif limit is not None and sub.session_id not in self._by_session \
+                    and self._places_taken(sub.agent_id) >= limit:
+                raise RateLimited(f"this agent already has {limit} open streams; close one first")
             old = self._by_session.get(sub.session_id)
             self._by_session[sub.session_id] = sub
         if old is not None and old is not sub:
