@@ -25,6 +25,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
 PROCESSING_MODES = ("process", "thread")
 """``SWITCHBOARD_PROCESSING``: where embedded mode processes deliveries (see :class:`Settings`)."""
+WRITER_MODES = ("process", "thread")
+"""``SWITCHBOARD_DELIVERY_WRITER``: where ``serve`` writes received deliveries (see :class:`Settings`)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,11 @@ class Settings:
             interpreter lock (the default from the environment, issue 11), or ``thread``, a thread
             of the serving process (the default when settings are built in code, e.g. by tests
             that inject a clock). Ignored with Redis: rq workers process then.
+        delivery_writer: where ``serve`` stores received deliveries (``SWITCHBOARD_DELIVERY_WRITER``):
+            ``process``, a child process of ``serve`` with its own interpreter lock (the default
+            from the environment, issue 11: the event loop no longer shares its lock with the
+            write transactions), or ``thread``, a thread of the serving process (the default
+            when settings are built in code). Both databases, with or without Redis.
     """
 
     home: Path = field(default_factory=lambda: Path("instance"))
@@ -126,10 +133,14 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     payload_budget_bytes: int = DEFAULT_PAYLOAD_BUDGET_BYTES
     processing: str = "thread"
+    delivery_writer: str = "thread"
 
     def __post_init__(self) -> None:
         if self.processing not in PROCESSING_MODES:
             raise ValueError(f"processing must be one of {', '.join(PROCESSING_MODES)}, not {self.processing!r}")
+        if self.delivery_writer not in WRITER_MODES:
+            raise ValueError(f"delivery_writer must be one of {', '.join(WRITER_MODES)}, "
+                             f"not {self.delivery_writer!r}")
         home = Path(self.home).expanduser().absolute()
         object.__setattr__(self, "home", home)
         if not self.database_url:
@@ -272,6 +283,10 @@ class Settings:
         if processing not in PROCESSING_MODES:
             problems.append(f"SWITCHBOARD_PROCESSING must be one of {', '.join(PROCESSING_MODES)}")
             processing = "process"
+        delivery_writer = env.get("SWITCHBOARD_DELIVERY_WRITER", "").strip().lower() or "process"
+        if delivery_writer not in WRITER_MODES:
+            problems.append(f"SWITCHBOARD_DELIVERY_WRITER must be one of {', '.join(WRITER_MODES)}")
+            delivery_writer = "process"
         if problems:
             raise ConfigError(problems)
         return cls(
@@ -296,6 +311,7 @@ class Settings:
             trusted_proxies=trusted_proxies,
             payload_budget_bytes=payload_budget,
             processing=processing,
+            delivery_writer=delivery_writer,
         )
 
 

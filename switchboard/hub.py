@@ -20,6 +20,7 @@ from switchboard.retention import RetentionSchedule, maintain
 
 if TYPE_CHECKING:
     from switchboard.web.ingest import DeliveryWriter, SourceCache
+    from switchboard.web.writer_child import ProcessWriter
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,13 @@ class Hub:
             self.dispatcher = _NoDispatch()
         self._source_cache: object | None = None
         self._delivery_writer: object | None = None
+        if role == "serve" and settings.delivery_writer == "process" and clock is None:
+            # The write transactions in a child process with its own interpreter lock (issue 11);
+            # started now, so serve can wait for it before it listens. An injected clock cannot
+            # cross processes: tests that inject one keep the thread.
+            from switchboard.web.writer_child import ProcessWriter
+
+            self._delivery_writer = ProcessWriter(self, self.dispatcher.submit)
         self.warm_up: threading.Thread | None = None
         """Builds the intake rules (about a second) so the first delivery does not wait for them."""
         if role in ("serve", "worker"):
@@ -112,8 +120,9 @@ class Hub:
         return self._source_cache  # type: ignore[return-value]
 
     @property
-    def delivery_writer(self) -> DeliveryWriter:
-        """The grouped delivery writer (started on the first delivery; ``serve`` only)."""
+    def delivery_writer(self) -> DeliveryWriter | ProcessWriter:
+        """The grouped delivery writer: a child process's, started with the hub
+        (``Settings.delivery_writer``), or a thread started on the first delivery."""
         if self._delivery_writer is None:
             with _worker_lock:
                 if self._delivery_writer is None:
@@ -121,6 +130,11 @@ class Hub:
 
                     self._delivery_writer = DeliveryWriter(self, self.dispatcher.submit)
         return self._delivery_writer  # type: ignore[return-value]
+
+    def delivery_writer_healthy(self) -> bool | None:
+        """Whether the delivery writer process is up: ``None`` without one (a thread writes)."""
+        healthy = getattr(self._delivery_writer, "healthy", None)
+        return None if healthy is None else bool(healthy())
 
     def start_sweeper(self) -> None:
         """Start the maintenance thread: the delivery sweeper and the lease reaper.

@@ -42,6 +42,7 @@ from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
 from switchboard.web.receiver import receive, wrong_method
 from switchboard.web.revocation_watch import RevocationWatch
+from switchboard.web.writer_child import ProcessWriter
 
 log = logging.getLogger(__name__)
 SWITCH_INTERVAL_SECONDS = 0.001
@@ -144,6 +145,13 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         if not await anyio.to_thread.run_sync(hub.dispatcher.wait_ready, CHILD_READY_SECONDS):
             log.warning("the processing process is not ready after %d s; serving anyway", CHILD_READY_SECONDS)
+        writer = hub.delivery_writer
+        if isinstance(writer, ProcessWriter):
+            writer.start()
+        if isinstance(writer, ProcessWriter) and not await anyio.to_thread.run_sync(writer.wait_ready,
+                                                                                      CHILD_READY_SECONDS):
+            log.warning("the delivery writer process is not ready after %d s; serve writes deliveries itself "
+                        "until it is", CHILD_READY_SECONDS)
         if settle:
             await anyio.to_thread.run_sync(hub.settle)
         hub.start_sweeper()

@@ -38,6 +38,7 @@ from switchboard.prepared import Prepared
 from switchboard.queue.dispatcher import drain
 
 if TYPE_CHECKING:
+    from switchboard.db import Database
     from switchboard.hub import Hub
 
 log = logging.getLogger(__name__)
@@ -175,19 +176,7 @@ class DeliveryWriter:
     def __init__(self, hub: Hub, on_stored: Callable[[list[str]], None]) -> None:
         self.hub = hub
         self.on_stored = on_stored
-        dialect = hub.db.engine.dialect.name
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        # No conflict target: any unique constraint (the dedup key today, more tomorrow) makes
-        # the insert a no-op, and :func:`duplicate_of` says which delivery it duplicates.
-        # Prepared: compiled once, run on the DBAPI cursor with the columns' own conversions
-        # (the sealed body, UTC times, JSON headers): SQLAlchemy's per-execution bookkeeping was
-        # most of the writer's time per delivery (issue 11).
-        self._insert = Prepared(
-            dialect_insert(DELIVERIES).values({c.name: sa.bindparam(c.name, type_=c.type) for c in DELIVERIES.c})
-            .on_conflict_do_nothing().returning(DELIVERIES.c.id), [DELIVERIES.c.id])
+        self._insert = delivery_insert(hub.db.engine.dialect.name)
         self._queue: stdqueue.SimpleQueue[_Job | None] = stdqueue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="switchboard-delivery-writer", daemon=True)
         self._thread.start()
@@ -221,46 +210,90 @@ class DeliveryWriter:
                 return
 
     def _write(self, jobs: list[_Job]) -> None:
-        try:
-            outcomes = self._commit(jobs)
-        except Exception as exc:  # noqa: BLE001 - retried alone, then reported to each request
-            if len(jobs) > 1 and not isinstance(exc, DependencyUnavailable):
-                for job in jobs:
-                    self._write([job])
-                return
-            # The database is down or locked past the busy timeout: every request of the batch gets
-            # the 503 now, rather than each waiting out the timeout again on its own.
-            log.warning("could not store %d deliveries (%s)", len(jobs), type(exc).__name__)
-            _answer(jobs, [None] * len(jobs), [exc] * len(jobs))
-            return
+        answers, stale = write_batch(self.hub.db, self._insert, [(job.row, job.stamp) for job in jobs])
+        if stale:
+            self.hub.source_cache.invalidate()
+        outcomes = [outcome for outcome, _ in answers]
         stored = [job.row["id"] for job, outcome in zip(jobs, outcomes, strict=True)
-                  if outcome[0] == "stored" and job.dispatch]
+                  if outcome is not None and outcome[0] == "stored" and job.dispatch]
         if stored:
             try:
                 self.on_stored(stored)
             except Exception:  # noqa: BLE001 - stored already; the sweeper hands them over
                 log.warning("hand-off of %d deliveries failed; the sweeper will retry", len(stored))
-        _answer(jobs, outcomes, [None] * len(jobs))
+        _answer(jobs, outcomes, [error for _, error in answers])
 
-    def _commit(self, jobs: list[_Job]) -> list[tuple[str, str | None]]:
-        outcomes: list[tuple[str, str | None]] = []
-        with self.hub.db.write() as s:
-            conn = s.connection()
-            stamp = read_stamp(conn)
-            if any(job.stamp != stamp for job in jobs):
-                self.hub.source_cache.invalidate()
-            for job in jobs:
-                if job.stamp != stamp:
-                    outcomes.append((STALE, None))
-                    continue
-                if self._insert.run(s, job.row):
-                    outcomes.append(("stored", job.row["id"]))
-                    continue
-                first = duplicate_of(conn, job.row)
-                if first is None:
-                    raise RuntimeError("the delivery insert was refused by a constraint that names no delivery")
-                outcomes.append(("duplicate", first))
-        return outcomes
+
+Outcome = tuple[str, str | None]
+"""What storing one delivery came to: ``("stored", id)``, ``("duplicate", first_id)`` or
+``(STALE, None)``."""
+
+
+def delivery_insert(dialect: str) -> Prepared:
+    """The receiver's one statement: ``INSERT INTO deliveries ... ON CONFLICT DO NOTHING
+    RETURNING id`` for ``dialect`` (``sqlite`` or ``postgresql``), every column bound by name.
+
+    No conflict target: any unique constraint (the dedup key today, more tomorrow) makes the
+    insert a no-op, and :func:`duplicate_of` says which delivery it duplicates. Prepared:
+    compiled once, run on the DBAPI cursor with the columns' own conversions (the sealed body,
+    UTC times, JSON headers): SQLAlchemy's per-execution bookkeeping was most of the writer's
+    time per delivery (issue 11).
+    """
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return Prepared(
+        dialect_insert(DELIVERIES).values({c.name: sa.bindparam(c.name, type_=c.type) for c in DELIVERIES.c})
+        .on_conflict_do_nothing().returning(DELIVERIES.c.id), [DELIVERIES.c.id])
+
+
+def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int]]
+                ) -> tuple[list[tuple[Outcome | None, BaseException | None]], bool]:
+    """Store ``items`` (each a full ``deliveries`` row and the ``sources`` change stamp it was
+    verified under) in one write transaction (blocking; the delivery writer's thread or process).
+
+    A batch that fails is retried one delivery at a time, so one bad row fails only its own
+    request; a database that is unavailable (:class:`DependencyUnavailable`) fails the whole
+    batch at once, rather than each delivery waiting out the busy timeout again on its own.
+
+    Returns:
+        ``([(outcome, None) or (None, error)] in the order of items, stale)``: ``stale`` is true
+        when the stamp had moved for one of them (the caller's source cache is out of date).
+    """
+    try:
+        outcomes = _commit(db, insert, items)
+    except Exception as exc:  # noqa: BLE001 - retried alone, then reported to each request
+        if len(items) > 1 and not isinstance(exc, DependencyUnavailable):
+            answers: list[tuple[Outcome | None, BaseException | None]] = []
+            stale = False
+            for item in items:
+                one, one_stale = write_batch(db, insert, [item])
+                answers.extend(one)
+                stale = stale or one_stale
+            return answers, stale
+        log.warning("could not store %d deliveries (%s)", len(items), type(exc).__name__)
+        return [(None, exc)] * len(items), False
+    return [(outcome, None) for outcome in outcomes], any(outcome[0] == STALE for outcome in outcomes)
+
+
+def _commit(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int]]) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    with db.write() as s:
+        conn = s.connection()
+        stamp = read_stamp(conn)
+        for row, verified_under in items:
+            if verified_under != stamp:
+                outcomes.append((STALE, None))
+                continue
+            if insert.run(s, row):
+                outcomes.append(("stored", row["id"]))
+                continue
+            first = duplicate_of(conn, row)
+            if first is None:
+                raise RuntimeError("the delivery insert was refused by a constraint that names no delivery")
+            outcomes.append(("duplicate", first))
+    return outcomes
 
 
 def duplicate_of(conn: Any, row: dict[str, Any]) -> str | None:

@@ -1,0 +1,421 @@
+"""The delivery writer in a child process of ``serve`` (``SWITCHBOARD_DELIVERY_WRITER=process``).
+
+Issue 11: the receiver's writer thread shared the serving process's interpreter lock with the
+event loop. Measured with ``bench/ingest.py`` on two cores, the writer thread spent about 1 ms
+of wall time per delivery (0.36 ms of it its own work: binding, sealing, SQLite) and the
+event loop alone, with no writer, acked twice as fast as with it. :class:`ProcessWriter` keeps
+the :class:`~switchboard.web.ingest.DeliveryWriter` contract (``store`` awaits ``("stored",
+id)``, ``("duplicate", first_id)`` or ``(STALE, None)``) and runs the write transactions in a
+child process with its own interpreter lock:
+
+- ``store`` (on the event loop) queues the row and awaits a future; a sender thread pickles
+  every row waiting into one message on the child's pipe.
+- The child takes every message waiting (up to :data:`~switchboard.web.ingest.MAX_BATCH`
+  rows) into one write transaction (:func:`~switchboard.web.ingest.write_batch`, the thread
+  writer's own code), commits, and sends the outcomes back as one message.
+- A relay thread in ``serve`` reads the outcomes, hands the stored deliveries to processing
+  (``Dispatcher.submit``, as the thread writer does after its commit) and settles the futures
+  on the event loop. Nothing is acknowledged before the child's commit.
+- A child that dies fails the requests waiting on it with a 503 (the provider retries; a row
+  committed just before the death is then a duplicate, answered 200 with its id); while no
+  child runs, deliveries are written by a :class:`~switchboard.web.ingest.DeliveryWriter`
+  thread in ``serve``, so ingest never stops. A supervisor starts another child (after
+  :data:`RESTART_SECONDS`, doubling while children die young). The child exits when ``serve``
+  goes (its pipe closes), ignores SIGINT and SIGTERM (they reach the whole process group), and
+  stops when ``serve`` closes it, after the rows already sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import socket
+import struct
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from switchboard.errors import DependencyUnavailable, SwitchboardError
+from switchboard.web.ingest import MAX_BATCH, STALE, DeliveryWriter, Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from multiprocessing.connection import Connection
+
+    from switchboard.config import Settings
+    from switchboard.hub import Hub
+
+log = logging.getLogger(__name__)
+
+RESTART_SECONDS = 1.0
+"""Wait before starting a new child after one died (doubled while children die young)."""
+MAX_RESTART_SECONDS = 30.0
+YOUNG_SECONDS = 10.0
+_STORE_FAILED = "the delivery could not be stored; retry the delivery"
+
+
+def writer_main(settings: Settings, pipe: Connection) -> None:
+    """The child process: store the rows read from ``pipe`` until it closes or sends ``None``.
+
+    Messages in: lists of ``(seq, row, stamp)``; ``None`` asks the child to stop. Messages out:
+    ``("ready",)`` once, then one list of ``(seq, outcome, error)`` per transaction, where
+    ``error`` is ``None`` or ``(kind, message)`` (``kind`` ``"unavailable"`` for a
+    :class:`DependencyUnavailable`, whose message is safe to show; ``"failed"`` otherwise,
+    logged here with its traceback, its text never sent on).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from switchboard import logs
+    from switchboard.db import Database
+    from switchboard.intake import vault
+    from switchboard.log_redaction import install
+    from switchboard.web.ingest import delivery_insert, write_batch
+
+    logs.configure(settings.log_level, settings.log_format)
+    install()  # as in serve: no payloads or credentials in any log (issue 13 item 6)
+    db = Database(settings)
+    # The key ring is read once per transaction, not once per sealed body (one stat() of the
+    # key file each: a twentieth of the writer's time per delivery); a rotation made by
+    # `switchboard vault rotate` is still seen by the next transaction.
+    ring = [vault.load_key_ring(settings)]
+    vault.attach(db, lambda: ring[0])
+    insert = delivery_insert(db.engine.dialect.name)
+    try:
+        pipe.send(("ready",))
+        while True:
+            try:
+                first = pipe.recv()
+            except (EOFError, OSError):
+                return
+            if first is None:
+                return
+            items, stop = list(first), False
+            while len(items) < MAX_BATCH and pipe.poll():
+                try:
+                    more = pipe.recv()
+                except (EOFError, OSError):
+                    stop = True
+                    break
+                if more is None:
+                    stop = True
+                    break
+                items.extend(more)
+            ring[0] = vault.load_key_ring(settings)
+            answers: list[tuple[int, Outcome | None, tuple[str, str] | None]] = []
+            for start in range(0, len(items), MAX_BATCH):
+                chunk = items[start:start + MAX_BATCH]
+                written, _ = write_batch(db, insert, [(row, stamp) for _, row, stamp in chunk])
+                for (seq, _, _), (outcome, error) in zip(chunk, written, strict=True):
+                    answers.append((seq, outcome, None if error is None else _describe(error)))
+            try:
+                pipe.send(answers)
+            except (OSError, ValueError):
+                return  # serve is gone; what was committed is in the database
+            if stop:
+                return
+    finally:
+        db.dispose()
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    if isinstance(error, DependencyUnavailable):
+        return "unavailable", error.message
+    log.error("a delivery could not be stored", exc_info=error)
+    return "failed", _STORE_FAILED
+
+
+def _error(described: tuple[str, str]) -> SwitchboardError:
+    """The receiver's error for a child's ``(kind, message)``: a 503 to retry either way."""
+    return DependencyUnavailable(described[1] if described[0] == "unavailable" else _STORE_FAILED)
+
+
+class _Link(asyncio.Protocol):
+    """The serving side of the child's pipe, on the event loop: frames of ``multiprocessing``'s
+    ``Connection`` (a 4-byte big-endian length, then a pickle) in both directions."""
+
+    def __init__(self, writer: ProcessWriter) -> None:
+        self.writer = writer
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while len(self._buffer) >= 4:
+            size = struct.unpack_from("!i", self._buffer)[0]
+            head = 4
+            if size == -1:  # multiprocessing's header for a message over 2 GiB
+                if len(self._buffer) < 12:
+                    return
+                size, head = struct.unpack_from("!Q", self._buffer, 4)[0], 12
+            if len(self._buffer) < head + size:
+                return
+            message = pickle.loads(self._buffer[head:head + size])  # our own child's pipe
+            del self._buffer[:head + size]
+            self.writer._received(self, message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.writer._lost(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class ProcessWriter:
+    """:class:`~switchboard.web.ingest.DeliveryWriter`'s contract, the transactions in a child.
+
+    The pipe is read and written on the serving event loop (no thread between the request and
+    the child: a thread hand-off each way cost the loop about 0.3 ms a delivery in interpreter
+    lock switches, more than the write itself; issue 11). :meth:`start` (on the loop, from
+    ``serve``'s lifespan) starts the child; until it is ready, and whenever it is not, rows
+    are written by a :class:`~switchboard.web.ingest.DeliveryWriter` thread in ``serve``.
+
+    Args:
+        hub: the serving process's hub (its settings, source cache and fallback thread writer).
+        on_stored: called on the event loop with the ids stored by each of the child's commits,
+            for the deliveries to hand to processing (``Dispatcher.submit``: no I/O).
+    """
+
+    def __init__(self, hub: Hub, on_stored: Callable[[list[str]], None]) -> None:
+        self.hub = hub
+        self.on_stored = on_stored
+        self._settings = hub.settings
+        self._lock = threading.Lock()
+        self._pending: dict[int, tuple[asyncio.Future[Outcome], str, bool]] = {}
+        self._seq = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._link: _Link | None = None
+        self._out: list[tuple[int, dict[str, Any], int]] = []
+        self._flush_scheduled = False
+        self._process: Any = None
+        self._ready = threading.Event()
+        self._first_exited = threading.Event()
+        self._closing = threading.Event()
+        self._fallback: DeliveryWriter | None = None
+        self._fallback_logged = False
+        self._context = mp.get_context("spawn")
+        self._supervisor: threading.Thread | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (``None`` before it started)."""
+        with self._lock:
+            return None if self._process is None else self._process.pid
+
+    def healthy(self) -> bool:
+        """True while a child is running and ready."""
+        return self._ready.is_set()
+
+    def start(self) -> None:
+        """Start the child and its supervisor; call on the serving event loop, once."""
+        if self._supervisor is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._supervisor = threading.Thread(target=self._supervise, name="switchboard-writer-supervisor",
+                                            daemon=True)
+        self._supervisor.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until the child is ready (``serve`` waits before it listens). False when
+        ``timeout`` seconds passed first or the first child ended before it was ready."""
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(max(0.0, min(0.1, deadline - time.monotonic()))):
+            if self._first_exited.is_set() or time.monotonic() >= deadline:
+                return False
+        return True
+
+    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True) -> tuple[str, str | None]:
+        """As :meth:`DeliveryWriter.store`; the row is written by the child process."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop or self._link is None or not self._ready.is_set():
+            return await self._fallback_writer().store(row, stamp, dispatch)
+        future: asyncio.Future[Outcome] = loop.create_future()
+        self._seq += 1
+        self._pending[self._seq] = (future, row["id"], dispatch)
+        self._out.append((self._seq, row, stamp))
+        if not self._flush_scheduled:
+            # One write for every row queued in this pass of the loop.
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        link = self._link
+        if not out:
+            return
+        if link is None or link.transport is None or link.transport.is_closing():
+            self._fail([seq for seq, _, _ in out])
+            return
+        data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+        link.transport.write(struct.pack("!i", len(data)) + data)
+
+    def _fallback_writer(self) -> DeliveryWriter:
+        with self._lock:
+            if self._fallback is None:
+                self._fallback = DeliveryWriter(self.hub, self.on_stored)
+            logged, self._fallback_logged = self._fallback_logged, True
+            fallback = self._fallback
+        if not logged:
+            log.warning("the delivery writer process is not running; deliveries are written by serve meanwhile")
+        return fallback
+
+    def close(self) -> None:
+        """Ask the child to stop after what it has (10 s at most), then stop the supervisor."""
+        self._closing.set()
+        link = self._link
+        if link is not None and link.transport is not None and self._loop is not None:
+            stop = pickle.dumps(None)
+            frame = struct.pack("!i", len(stop)) + stop
+            if _running_loop() is self._loop:
+                self._flush()
+                link.transport.write(frame)
+            else:
+                self._loop.call_soon_threadsafe(lambda: (self._flush(), link.transport.write(frame)))  # type: ignore[union-attr]
+        with self._lock:
+            process = self._process
+        if process is not None:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=5)
+        with self._lock:
+            fallback, self._fallback = self._fallback, None
+        if fallback is not None:
+            fallback.close()
+
+    # On the loop: the child's messages.
+
+    def _received(self, link: _Link, message: Any) -> None:
+        if message == ("ready",):
+            self._link = link
+            with self._lock:
+                self._fallback_logged = False
+            self._ready.set()
+            return
+        stored: list[str] = []
+        stale = False
+        settled: list[tuple[asyncio.Future[Outcome], Outcome | None, tuple[str, str] | None]] = []
+        for seq, outcome, error in message:
+            entry = self._pending.pop(seq, None)
+            if entry is None:
+                continue
+            future, delivery_id, dispatch = entry
+            if outcome is not None and outcome[0] == "stored" and dispatch:
+                stored.append(delivery_id)
+            stale = stale or (outcome is not None and outcome[0] == STALE)
+            settled.append((future, outcome, error))
+        if stale:
+            self.hub.source_cache.invalidate()
+        if stored:
+            try:
+                self.on_stored(stored)
+            except Exception:  # noqa: BLE001 - stored already; the sweeper hands them over
+                log.warning("hand-off of %d deliveries failed; the sweeper will retry", len(stored))
+        for future, outcome, error in settled:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(_error(error))
+            else:
+                future.set_result(outcome)  # type: ignore[arg-type]
+
+    def _lost(self, link: _Link) -> None:
+        if self._link is link:
+            self._link = None
+            self._ready.clear()
+        self._fail(list(self._pending))
+
+    def _fail(self, seqs: list[int]) -> None:
+        """Answer these requests with a 503: their child died, committed or not (a retry is
+        then a duplicate, answered 200 with the delivery's id)."""
+        for seq in seqs:
+            entry = self._pending.pop(seq, None)
+            if entry is not None and not entry[0].done():
+                entry[0].set_exception(DependencyUnavailable("the delivery writer restarted; retry the delivery"))
+
+    # The supervisor: start the child, wait for it to end, start another.
+
+    def _spawn(self) -> socket.socket:
+        here, there = self._context.Pipe(duplex=True)
+        try:
+            process = self._context.Process(target=writer_main, args=(self._settings, there),
+                                            name="switchboard-delivery-writer", daemon=True)
+            process.start()
+            sock = socket.socket(fileno=os.dup(here.fileno()))
+        except BaseException:
+            here.close()
+            there.close()
+            raise
+        here.close()
+        there.close()
+        with self._lock:
+            self._process = process
+        return sock
+
+    async def _attach(self, sock: socket.socket) -> _Link:
+        loop = asyncio.get_running_loop()
+        _, link = await loop.create_unix_connection(lambda: _Link(self), sock=sock)
+        return link
+
+    def _supervise(self) -> None:
+        backoff, failures, first = RESTART_SECONDS, 0, True
+        assert self._loop is not None
+        while not self._closing.is_set():
+            try:
+                sock = self._spawn()
+                link = asyncio.run_coroutine_threadsafe(self._attach(sock), self._loop).result(timeout=30)
+            except Exception as exc:  # noqa: BLE001 - serve writes deliveries itself meanwhile
+                failures += 1
+                if failures == 1 or failures % 10 == 0:
+                    log.error("could not start the delivery writer process (%s); retrying in %.0f s",
+                              type(exc).__name__, backoff)
+                with self._lock:
+                    process, self._process = self._process, None
+                if process is not None and process.is_alive():
+                    process.kill()
+                if self._closing.wait(backoff):
+                    return
+                backoff = min(backoff * 2, MAX_RESTART_SECONDS)
+                continue
+            failures = 0
+            started = time.monotonic()
+            with self._lock:
+                process = self._process
+            while process.is_alive() and not self._closing.is_set():
+                process.join(timeout=0.5)
+            if self._closing.is_set():
+                return
+            # The child ended: its pipe is closed, the loop fails what was pending on it.
+            try:
+                asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(link.closed), 10),
+                                                 self._loop).result(timeout=15)
+            except Exception as exc:  # noqa: BLE001 - the loop is gone (shutdown) or slow; go on
+                log.debug("the writer pipe's close was not seen (%s)", type(exc).__name__)
+            if first:
+                first = False
+                self._first_exited.set()
+            young = time.monotonic() - started < YOUNG_SECONDS
+            backoff = min(backoff * 2, MAX_RESTART_SECONDS) if young else RESTART_SECONDS
+            log.warning("the delivery writer process exited (code %s); starting another in %.0f s",
+                        process.exitcode, backoff)
+            if self._closing.wait(backoff):
+                return
+            self.restarts += 1
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

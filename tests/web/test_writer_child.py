@@ -1,0 +1,164 @@
+"""The delivery writer process (issue 11, ``SWITCHBOARD_DELIVERY_WRITER=process``): a real
+``serve`` app over real HTTP, the write transactions in a real child process. Deliveries are
+stored by the child and acknowledged after its commit; a killed child fails what it had (503,
+the provider retries), serve writes deliveries itself until a new child is up, and nothing
+acknowledged is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import threading
+
+import httpx2
+import pytest
+
+from switchboard.config import Settings
+from switchboard.errors import ConfigError
+from switchboard.web.writer_child import ProcessWriter
+from tests.conftest import CASES, World, github_headers, serve_in_thread, wait_for
+
+
+def _bodies(n: int, tag: str) -> list[bytes]:
+    base = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
+    out = []
+    for i in range(n):
+        base["issue"]["number"] = i + 1
+        base["issue"]["title"] = f"{tag} {i}"
+        out.append(json.dumps(base).encode())
+    return out
+
+
+def _post(url: str, world: World, body: bytes, delivery: str) -> httpx2.Response:
+    return httpx2.post(f"{url}/hooks/{world.source_id}", content=body, timeout=60,
+                       headers=github_headers(body, world.secret, delivery=delivery))
+
+
+def _stored(world: World) -> set[str]:
+    conn = sqlite3.connect(world.settings.home / "switchboard.db")
+    try:
+        return {row[0] for row in conn.execute("SELECT id FROM deliveries")}
+    finally:
+        conn.close()
+
+
+def test_settings_from_the_environment_choose_the_writer_process() -> None:
+    assert Settings.from_env({}).delivery_writer == "process"
+    assert Settings.from_env({"SWITCHBOARD_DELIVERY_WRITER": "thread"}).delivery_writer == "thread"
+    assert Settings().delivery_writer == "thread"  # built in code (tests, embedding): the thread
+    with pytest.raises(ValueError, match="delivery_writer must be one of process, thread"):
+        Settings(delivery_writer="fork")
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"SWITCHBOARD_DELIVERY_WRITER": "fork"})
+    assert "SWITCHBOARD_DELIVERY_WRITER must be one of process, thread" in str(refused.value)
+
+
+def test_deliveries_are_stored_by_the_child_and_acknowledged_after_its_commit(world: World) -> None:
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for url, hub in serve_in_thread(settings):
+        writer = hub.delivery_writer
+        assert isinstance(writer, ProcessWriter)
+        assert writer.pid is not None and writer.pid != os.getpid() and writer.healthy()
+        checks = httpx2.get(f"{url}/api/v1/ready", timeout=10).json()["checks"]
+        assert checks["delivery_writer"] == "ok"
+        bodies = _bodies(24, "child")
+        answers: list[httpx2.Response] = []
+        lock = threading.Lock()
+
+        def send(i: int) -> None:
+            resp = _post(url, world, bodies[i], f"child-{i}")
+            with lock:
+                answers.append(resp)
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(r.status_code for r in answers) == [202] * 24
+        ids = {r.json()["delivery_id"] for r in answers}
+        assert ids <= _stored(world) and len(ids) == 24  # each acknowledged one is committed
+        # A repeat is answered from the child's conflict lookup: 200 with the first id.
+        again = _post(url, world, bodies[0], "child-0")
+        assert again.status_code == 200 and again.json()["duplicate"] is True
+        assert again.json()["delivery_id"] in ids
+        # The stored deliveries were handed to processing (the serving process's dispatcher).
+        wait_for(lambda: _processed(world) == 24, timeout=30)
+
+
+def _processed(world: World) -> int:
+    conn = sqlite3.connect(world.settings.home / "switchboard.db")
+    try:
+        return int(conn.execute("SELECT count(*) FROM deliveries WHERE status = 'processed'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_killed_child_fails_what_it_had_serve_writes_meanwhile_and_nothing_acknowledged_is_lost(
+        world: World) -> None:
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for url, hub in serve_in_thread(settings):
+        writer = hub.delivery_writer
+        assert isinstance(writer, ProcessWriter)
+        first = writer.pid
+        assert first is not None
+        # Hold SQLite's write lock so the child's transaction waits inside BEGIN IMMEDIATE.
+        blocker = sqlite3.connect(world.settings.home / "switchboard.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        body = _bodies(1, "in-flight")[0]
+        result: list[httpx2.Response] = []
+        sender = threading.Thread(target=lambda: result.append(_post(url, world, body, "in-flight")))
+        sender.start()
+        try:
+            wait_for(lambda: bool(writer._pending), timeout=10)  # sent to the child, not answered
+            os.kill(first, signal.SIGKILL)
+            sender.join(timeout=30)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        # The request the child had is refused with a retryable 503, never acknowledged.
+        assert result and result[0].status_code == 503
+        assert result[0].json()["code"] == "dependency_unavailable"
+        wait_for(lambda: not writer.healthy(), timeout=10)
+        assert "ok (its process is restarting" in httpx2.get(f"{url}/api/v1/ready", timeout=10).json()[
+            "checks"]["delivery_writer"]
+        # While no child runs, serve stores deliveries itself.
+        meanwhile = [_post(url, world, b, f"meanwhile-{i}") for i, b in enumerate(_bodies(5, "meanwhile"))]
+        assert [r.status_code for r in meanwhile] == [202] * 5
+        # A new child takes over; the retried delivery and new ones are stored by it.
+        wait_for(lambda: writer.restarts == 1 and writer.healthy() and writer.pid != first, timeout=30)
+        retried = _post(url, world, body, "in-flight")
+        assert retried.status_code == 202
+        later = [_post(url, world, b, f"later-{i}") for i, b in enumerate(_bodies(5, "later"))]
+        assert [r.status_code for r in later] == [202] * 5
+        acknowledged = {r.json()["delivery_id"] for r in [*meanwhile, retried, *later]}
+        assert acknowledged <= _stored(world)
+        assert len(_stored(world)) == 11
+
+
+def test_close_lets_the_child_finish_what_was_sent(world: World) -> None:
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for url, hub in serve_in_thread(settings):
+        writer = hub.delivery_writer
+        assert isinstance(writer, ProcessWriter)
+        child = writer.pid
+        responses = [_post(url, world, b, f"close-{i}") for i, b in enumerate(_bodies(3, "close"))]
+        assert [r.status_code for r in responses] == [202] * 3
+    # serve stopped (its lifespan closed the writer): the child exited, its rows are committed.
+    assert child is not None
+    wait_for(lambda: not _alive(child), timeout=15)
+    assert {r.json()["delivery_id"] for r in responses} <= _stored(world)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (not yet reaped) is gone for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
