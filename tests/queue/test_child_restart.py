@@ -57,7 +57,10 @@ def _status(db: Path, delivery_id: str) -> str:
 
 def test_processing_comes_back_after_a_restart_that_failed_once(tmp_path: Path) -> None:
     home = tmp_path / "instance"
-    env = cli_env(home)  # no SWITCHBOARD_PROCESSING: the child process, as `serve` runs by default
+    # No SWITCHBOARD_PROCESSING: the child process, as `serve` runs by default. The delivery
+    # writer in a thread, so the processing child is serve's only spawned child (the writer
+    # process has the same command line; tests/web/test_writer_child.py kills that one).
+    env = cli_env(home, SWITCHBOARD_DELIVERY_WRITER="thread")
     port = free_port()
     source = cli_github_world(env, public_url=f"http://127.0.0.1:{port}")
     server = start_serve(env, port, tmp_path / "serve.log")  # listening: the child is ready
