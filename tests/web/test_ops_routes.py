@@ -25,7 +25,8 @@ def test_health_answers_and_ready_checks_database_and_migrations(live: LiveApp) 
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready", "checks": {"database": "ok", "migrations": "ok",
                                                           "redis": "not configured",
-                                                          "processing": "not configured"}}
+                                                          "processing": "not configured",
+                                                          "delivery_writer": "not configured"}}
 
 
 def test_ready_is_503_when_the_schema_is_behind(live: LiveApp) -> None:
