@@ -162,3 +162,31 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_with_redis_the_child_enqueues_the_rq_jobs_of_what_it_stored(world: World, redis_url: str) -> None:
+    import redis
+    from rq import Queue
+
+    from switchboard.queue.dispatcher import RQ_JOB, RQ_QUEUE
+
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    settings = world.settings.with_overrides(delivery_writer="process", redis_url=redis_url)
+    for url, hub in serve_in_thread(settings):
+        writer = hub.delivery_writer
+        assert isinstance(writer, ProcessWriter)
+        handed: list[list[str]] = []
+        real_submit = hub.dispatcher.submit
+        hub.dispatcher.submit = lambda ids: (handed.append(list(ids)), real_submit(ids))  # type: ignore[method-assign]
+        answers = [_post(url, world, b, f"rq-{i}") for i, b in enumerate(_bodies(20, "rq"))]
+        assert [r.status_code for r in answers] == [202] * 20
+        ids = sorted(r.json()["delivery_id"] for r in answers)
+        queue = Queue(RQ_QUEUE, connection=conn)
+
+        def enqueued() -> list[str]:
+            return sorted(i for job in queue.get_jobs() if job.func_name == RQ_JOB for i in job.args[0])
+
+        wait_for(lambda: enqueued() == ids, timeout=10)
+        # Enqueued by the child, each once, and not by serve's own hand-off thread.
+        assert not [i for batch in handed for i in batch if i in ids]
