@@ -274,10 +274,26 @@ class ProcessWriter:
         if not out:
             return
         if link is None or link.transport is None or link.transport.is_closing():
-            self._fail([item[0] for item in out])
+            # The child went between store() and this flush: these never reached it, so the
+            # thread writer stores them (the request waits for that, no 503).
+            for seq, row, stamp, dispatch in out:
+                entry = self._pending.pop(seq, None)
+                if entry is not None:
+                    asyncio.ensure_future(self._write_here(entry[0], row, stamp, dispatch))
             return
         data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
         link.transport.write(struct.pack("!i", len(data)) + data)
+
+    async def _write_here(self, future: asyncio.Future[Outcome], row: dict[str, Any], stamp: int,
+                          dispatch: bool) -> None:
+        try:
+            outcome = await self._fallback_writer().store(row, stamp, dispatch)
+        except Exception as exc:  # noqa: BLE001 - the request's own answer (a 503 for the database)
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(outcome)
 
     def _fallback_writer(self) -> DeliveryWriter:
         with self._lock:
@@ -355,7 +371,10 @@ class ProcessWriter:
         if self._link is link:
             self._link = None
             self._ready.clear()
-        self._fail(list(self._pending))
+        # What the child was sent fails (committed or not); what is still waiting for this
+        # pass's flush never reached it and goes to the thread writer there.
+        unsent = {item[0] for item in self._out}
+        self._fail([seq for seq in self._pending if seq not in unsent])
 
     def _fail(self, seqs: list[int]) -> None:
         """Answer these requests with a 503: their child died, committed or not (a retry is

@@ -190,3 +190,36 @@ def test_with_redis_the_child_enqueues_the_rq_jobs_of_what_it_stored(world: Worl
         wait_for(lambda: enqueued() == ids, timeout=10)
         # Enqueued by the child, each once, and not by serve's own hand-off thread.
         assert not [i for batch in handed for i in batch if i in ids]
+
+
+def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(world: World) -> None:
+    import asyncio
+
+    import anyio
+
+    from switchboard.hub import Hub
+    from switchboard.models.stamps import read_stamp
+    from tests.web.test_delivery_writer import _row
+
+    hub = Hub(world.settings, role="cli")
+    handed: list[str] = []
+    writer = ProcessWriter(hub, handed.extend)
+    try:
+        with hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        row = _row(hub, world.source_id, world.project_id, 1)
+
+        async def scenario() -> tuple[str, str | None]:
+            writer.start()
+            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            stored = asyncio.ensure_future(writer.store(row, stamp))
+            await asyncio.sleep(0)  # the row waits for this pass's flush
+            assert writer._out and writer._link is not None and writer._link.transport is not None
+            writer._link.transport.abort()  # the pipe closes before the flush
+            return await asyncio.wait_for(stored, 30)
+
+        assert asyncio.run(scenario()) == ("stored", row["id"])
+    finally:
+        writer.close()
+        hub.close()
+    assert row["id"] in _stored(world) and handed == [row["id"]]
