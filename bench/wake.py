@@ -253,10 +253,13 @@ def main() -> None:
         "--workers", type=int, default=1, help="rq workers with --rq (run 1, then 2: scaling)"
     )
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of paced load with RSS samples")
+    parser.add_argument("--delivery-writer", choices=("process", "thread"), default="process",
+                        help="SWITCHBOARD_DELIVERY_WRITER of the hubs (the writer's child process, or a thread)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+        env["SWITCHBOARD_DELIVERY_WRITER"] = args.delivery_writer
         exe = str(Path(sys.executable).with_name("switchboard"))
         procs: list[subprocess.Popen[bytes]] = []
         hubs: list[tuple[str, int, int, str, str]] = []  # name, port, serve pid, token, hook path

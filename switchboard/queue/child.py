@@ -26,6 +26,7 @@ The contract is the one of :class:`~switchboard.queue.dispatcher.InlineDispatche
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing as mp
 import queue as stdqueue
@@ -229,6 +230,10 @@ class ProcessDispatcher:
                 target=child_main, args=(self._make_hub, self._settings, to_child_r, from_child_w),
                 name="switchboard-processing", daemon=True)
             process.start()
+            # After the start: multiprocessing registers its own exit hook when it first starts
+            # a process, and ours must run before it (atexit runs the last registered first).
+            atexit.unregister(self._at_exit)
+            atexit.register(self._at_exit)
         except BaseException:
             for end in (to_child_r, to_child_w, from_child_r, from_child_w):
                 end.close()
@@ -375,6 +380,25 @@ class ProcessDispatcher:
             self._on_restart()
         except Exception:  # noqa: BLE001 - the sweeper's next pass does it
             log.exception("could not re-send the deliveries waiting for processing")
+
+    def _at_exit(self) -> None:
+        """At interpreter exit without :meth:`close` (``serve`` force-quit, or its start-up
+        failed): close the child's pipe so it reads end-of-file and stops, then reap it (kill
+        after 5 s). ``multiprocessing``'s own exit hook would wait for it forever: the child
+        ignores the SIGTERM that hook sends."""
+        self._closing.set()
+        with self._lock:
+            pipe, process = self._to_child, self._process
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        if process is not None:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
 
     def close(self) -> None:
         """Send what is queued, let the child finish it (10 s at most), then stop it."""

@@ -161,6 +161,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
                 yield
             finally:
                 tasks.cancel_scope.cancel()
+                if isinstance(writer, ProcessWriter):
+                    await writer.aclose()  # the child writes what it was sent while the loop runs
                 hub.close()
 
     async def not_found(request: Request, exc: Exception) -> Response:

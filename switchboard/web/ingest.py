@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from switchboard import admin
-from switchboard.errors import DependencyUnavailable
+from switchboard.errors import DependencyUnavailable, SwitchboardError
 from switchboard.models import Delivery, Source, SourceSecret
 from switchboard.models.stamps import read_stamp
 from switchboard.prepared import Prepared
@@ -120,6 +120,7 @@ class SourceCache:
 
 
 STALE = "stale"
+STORE_FAILED = "the delivery could not be stored; retry the delivery"
 """Writer outcome: the source changed after the request was verified; verify again."""
 
 
@@ -273,6 +274,11 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
                 stale = stale or one_stale
             return answers, stale
         log.warning("could not store %d deliveries (%s)", len(items), type(exc).__name__)
+        if not isinstance(exc, SwitchboardError):
+            # Not the database being down: a row the database refused. The request gets the
+            # retryable 503 with a generic message, never a 500 with the driver's words, and
+            # the log names the error's class only (the driver's message quotes the row).
+            exc = DependencyUnavailable(STORE_FAILED)
         return [(None, exc)] * len(items), False
     return [(outcome, None) for outcome in outcomes], any(outcome[0] == STALE for outcome in outcomes)
 

@@ -29,6 +29,7 @@ child process with its own interpreter lock:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import multiprocessing as mp
 import os
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from switchboard.errors import DependencyUnavailable, SwitchboardError
 from switchboard.web.ingest import MAX_BATCH, STALE, DeliveryWriter, Outcome
+from switchboard.web.ingest import STORE_FAILED as _STORE_FAILED
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,7 +58,6 @@ RESTART_SECONDS = 1.0
 """Wait before starting a new child after one died (doubled while children die young)."""
 MAX_RESTART_SECONDS = 30.0
 YOUNG_SECONDS = 10.0
-_STORE_FAILED = "the delivery could not be stored; retry the delivery"
 
 
 def writer_main(settings: Settings, pipe: Connection) -> None:
@@ -143,7 +144,7 @@ def writer_main(settings: Settings, pipe: Connection) -> None:
 def _describe(error: BaseException) -> tuple[str, str]:
     if isinstance(error, DependencyUnavailable):
         return "unavailable", error.message
-    log.error("a delivery could not be stored", exc_info=error)
+    log.error("a delivery could not be stored (%s)", type(error).__name__)  # no values: they quote the row
     return "failed", _STORE_FAILED
 
 
@@ -207,7 +208,8 @@ class ProcessWriter:
         self.on_stored = on_stored
         self._settings = hub.settings
         self._lock = threading.Lock()
-        self._pending: dict[int, tuple[asyncio.Future[Outcome], str, bool]] = {}
+        # seq -> [future, delivery id, dispatch, the link it was sent on (None: not yet sent)]
+        self._pending: dict[int, list[Any]] = {}
         self._seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._link: _Link | None = None
@@ -222,6 +224,8 @@ class ProcessWriter:
         self._fallback_logged = False
         self._context = mp.get_context("spawn")
         self._supervisor: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self._stop_sent = False
         self.restarts = 0
 
     @property
@@ -259,7 +263,7 @@ class ProcessWriter:
             return await self._fallback_writer().store(row, stamp, dispatch)
         future: asyncio.Future[Outcome] = loop.create_future()
         self._seq += 1
-        self._pending[self._seq] = (future, row["id"], dispatch)
+        self._pending[self._seq] = [future, row["id"], dispatch, None]
         self._out.append((self._seq, row, stamp, dispatch))
         if not self._flush_scheduled:
             # One write for every row queued in this pass of the loop.
@@ -281,8 +285,19 @@ class ProcessWriter:
                 if entry is not None:
                     asyncio.ensure_future(self._write_here(entry[0], row, stamp, dispatch))
             return
-        data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-        link.transport.write(struct.pack("!i", len(data)) + data)
+        try:
+            data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+            # multiprocessing's framing: a 4-byte length, or -1 and an 8-byte one past 2 GiB.
+            head = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
+            link.transport.writelines([head, data])
+        except Exception as exc:  # noqa: BLE001 - e.g. out of memory: these requests get their 503
+            log.warning("could not send %d deliveries to the writer process (%s)", len(out), type(exc).__name__)
+            self._fail([item[0] for item in out])
+            return
+        for item in out:
+            entry = self._pending.get(item[0])
+            if entry is not None:
+                entry[3] = link
 
     async def _write_here(self, future: asyncio.Future[Outcome], row: dict[str, Any], stamp: int,
                           dispatch: bool) -> None:
@@ -305,31 +320,77 @@ class ProcessWriter:
             log.warning("the delivery writer process is not running; deliveries are written by serve meanwhile")
         return fallback
 
+    def _stop_frame(self) -> None:
+        """On the loop: send what waits, then ``None`` (the child stops after what it has)."""
+        link = self._link
+        if self._stop_sent or link is None or link.transport is None or link.transport.is_closing():
+            return
+        self._stop_sent = True
+        self._flush()
+        stop = pickle.dumps(None)
+        link.transport.write(struct.pack("!i", len(stop)) + stop)
+
+    async def aclose(self, timeout: float = 10.0) -> None:
+        """On the loop (``serve``'s lifespan, before :meth:`close`): ask the child to stop and
+        wait for it while the loop keeps running, so a large row still in the pipe's buffer
+        reaches it (a blocked loop could not send it)."""
+        self._closing.set()
+        link = self._link
+        self._stop_frame()
+        if link is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(link.closed), timeout)
+            except TimeoutError:
+                log.warning("the delivery writer process did not stop within %.0f s", timeout)
+
     def close(self) -> None:
         """Ask the child to stop after what it has (10 s at most), then stop the supervisor."""
         self._closing.set()
-        link = self._link
-        if link is not None and link.transport is not None and self._loop is not None:
-            stop = pickle.dumps(None)
-            frame = struct.pack("!i", len(stop)) + stop
+        if self._loop is not None:
             if _running_loop() is self._loop:
-                self._flush()
-                link.transport.write(frame)
+                self._stop_frame()
             else:
-                self._loop.call_soon_threadsafe(lambda: (self._flush(), link.transport.write(frame)))  # type: ignore[union-attr]
-        with self._lock:
-            process = self._process
-        if process is not None:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+                try:
+                    self._loop.call_soon_threadsafe(self._stop_frame)
+                except RuntimeError:  # the loop is closed: the child reads end-of-file instead
+                    self._hang_up()
+        self._reap(10.0)
         if self._supervisor is not None:
             self._supervisor.join(timeout=5)
         with self._lock:
             fallback, self._fallback = self._fallback, None
         if fallback is not None:
             fallback.close()
+        self._ready.clear()
+
+    def _hang_up(self) -> None:
+        """Shut our end of the pipe down: the child reads end-of-file and stops after its batch."""
+        with self._lock:
+            sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _reap(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the child to exit, then kill it."""
+        with self._lock:
+            process = self._process
+        if process is not None:
+            process.join(timeout=timeout)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+
+    def _at_exit(self) -> None:
+        """At interpreter exit (registered after ``multiprocessing``'s own hook, so it runs
+        first): a child still running (``serve`` force-quit, or its start-up failed before the
+        lifespan's shutdown) is hung up on and reaped, or ``multiprocessing`` would wait for it
+        forever (it ignores the SIGTERM that hook sends)."""
+        self._closing.set()
+        self._hang_up()
+        self._reap(5.0)
 
     # On the loop: the child's messages.
 
@@ -347,7 +408,7 @@ class ProcessWriter:
             entry = self._pending.pop(seq, None)
             if entry is None:
                 continue
-            future, delivery_id, dispatch = entry
+            future, delivery_id, dispatch, _ = entry
             if outcome is not None and outcome[0] == "stored" and dispatch:
                 stored.append(delivery_id)
             stale = stale or (outcome is not None and outcome[0] == STALE)
@@ -371,10 +432,10 @@ class ProcessWriter:
         if self._link is link:
             self._link = None
             self._ready.clear()
-        # What the child was sent fails (committed or not); what is still waiting for this
-        # pass's flush never reached it and goes to the thread writer there.
-        unsent = {item[0] for item in self._out}
-        self._fail([seq for seq in self._pending if seq not in unsent])
+        # What this child was sent fails (committed or not); what is still waiting for this
+        # pass's flush never reached it and goes to the thread writer there; what a newer
+        # child was sent is that child's.
+        self._fail([seq for seq, entry in self._pending.items() if entry[3] is link])
 
     def _fail(self, seqs: list[int]) -> None:
         """Answer these requests with a 503: their child died, committed or not (a retry is
@@ -392,6 +453,10 @@ class ProcessWriter:
             process = self._context.Process(target=writer_main, args=(self._settings, there),
                                             name="switchboard-delivery-writer", daemon=True)
             process.start()
+            # After the start: multiprocessing registers its own exit hook when it first starts
+            # a process, and ours must run before it (atexit runs the last registered first).
+            atexit.unregister(self._at_exit)
+            atexit.register(self._at_exit)
             sock = socket.socket(fileno=os.dup(here.fileno()))
         except BaseException:
             here.close()
@@ -400,7 +465,7 @@ class ProcessWriter:
         here.close()
         there.close()
         with self._lock:
-            self._process = process
+            self._process, self._sock = process, sock
         return sock
 
     async def _attach(self, sock: socket.socket) -> _Link:
@@ -414,6 +479,10 @@ class ProcessWriter:
         while not self._closing.is_set():
             try:
                 sock = self._spawn()
+                if self._closing.is_set():  # closed while this child was starting
+                    self._hang_up()
+                    self._reap(5.0)
+                    return
                 link = asyncio.run_coroutine_threadsafe(self._attach(sock), self._loop).result(timeout=30)
             except Exception as exc:  # noqa: BLE001 - serve writes deliveries itself meanwhile
                 failures += 1

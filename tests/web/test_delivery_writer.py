@@ -67,3 +67,26 @@ def test_each_commit_hands_off_its_deliveries_once_and_answers_every_request(tmp
     assert all(batch for batch in handed) and len(handed) == committed
     with sa.create_engine(settings.database_url).connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM deliveries")).scalar_one() == 40
+
+
+def test_a_row_the_database_refuses_is_a_retryable_503_without_its_values(tmp_path: Path,
+                                                                         caplog: Any) -> None:
+    from switchboard.errors import DependencyUnavailable
+    from switchboard.web.ingest import STORE_FAILED, delivery_insert, write_batch
+
+    settings = Settings(home=tmp_path)
+    world = configure(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        bad = dict(_row(hub, world.source_id, world.project_id, 1), project_id=None,
+                   dedup_key="secret-looking-dedup-key")  # NOT NULL: the database refuses the row
+        answers, stale = write_batch(hub.db, delivery_insert(hub.db.engine.dialect.name), [(bad, stamp)])
+    finally:
+        hub.close()
+    [(outcome, error)] = answers
+    assert outcome is None and not stale
+    # Not the driver's IntegrityError (a 500 in the receiver, quoting the row): a 503 to retry.
+    assert isinstance(error, DependencyUnavailable) and error.message == STORE_FAILED
+    assert "secret-looking-dedup-key" not in caplog.text

@@ -11,6 +11,7 @@ import os
 import signal
 import sqlite3
 import threading
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -223,3 +224,67 @@ def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(
         writer.close()
         hub.close()
     assert row["id"] in _stored(world) and handed == [row["id"]]
+
+
+EXIT_SCRIPT = """
+import asyncio, sys
+import anyio
+from switchboard.config import Settings
+from switchboard.hub import Hub
+from switchboard.web.writer_child import ProcessWriter
+
+async def main(writer):
+    writer.start()
+    assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+    print(writer.pid, flush=True)
+
+if __name__ == "__main__":  # the spawned child imports this file again
+    hub = Hub(Settings(home=sys.argv[1]), role="cli")
+    writer = ProcessWriter(hub, lambda ids: None)
+    asyncio.run(main(writer))  # ends without closing the writer: as a force-quit serve, or a failed start-up
+"""
+
+
+def test_the_process_exits_when_it_ends_without_closing_the_writer(world: World, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(world.settings.home)], capture_output=True, text=True,
+                          timeout=90, check=False, cwd=str(tmp_path),
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep
+                               + os.environ.get("PYTHONPATH", "")})
+    # The child ignores SIGTERM (it reaches the whole process group); multiprocessing's exit hook
+    # would wait for it forever. Ours hangs up the pipe first, and the child stops.
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    child = int(proc.stdout.split()[0])
+    assert not _alive(child)
+
+
+PROCESSING_EXIT_SCRIPT = """
+import sys
+from switchboard.config import Settings
+from switchboard.hub import Hub
+
+if __name__ == "__main__":  # the spawned child imports this file again
+    hub = Hub(Settings(home=sys.argv[1], processing="process"), role="serve")
+    assert hub.dispatcher.wait_ready(60)
+    print(hub.dispatcher.pid, flush=True)
+    # ends without hub.close(): the processing child is still waiting on its pipe
+"""
+
+
+def test_the_process_exits_when_it_ends_without_closing_the_processing_child(world: World, tmp_path: Path) -> None:
+    # The same class of fault for embedded mode's processing process (queue/child.py).
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit_processing.py"
+    script.write_text(PROCESSING_EXIT_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), str(world.settings.home)], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=str(tmp_path),
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep
+                               + os.environ.get("PYTHONPATH", "")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not _alive(int(proc.stdout.split()[0]))
