@@ -161,9 +161,15 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
                 yield
             finally:
                 tasks.cancel_scope.cancel()
-                if isinstance(writer, ProcessWriter):
-                    await writer.aclose()  # the child writes what it was sent while the loop runs
-                hub.close()
+                try:
+                    if isinstance(writer, ProcessWriter):
+                        # Shielded: this scope is cancelled, and an await in it would be cut
+                        # short (and hub.close skipped). The child writes what it was sent
+                        # while the loop runs.
+                        with anyio.CancelScope(shield=True):
+                            await writer.aclose()
+                finally:
+                    hub.close()
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 404

@@ -147,7 +147,10 @@ def test_close_lets_the_child_finish_what_was_sent(world: World) -> None:
         child = writer.pid
         responses = [_post(url, world, b, f"close-{i}") for i, b in enumerate(_bodies(3, "close"))]
         assert [r.status_code for r in responses] == [202] * 3
-    # serve stopped (its lifespan closed the writer): the child exited, its rows are committed.
+    # serve stopped (its lifespan closed the writer): the child exited, its rows are committed,
+    # and the hub was closed after it (an await in the lifespan's cancelled scope had cut the
+    # shutdown short before hub.close, leaving the sweeper running).
+    assert hub._stop.is_set()
     assert child is not None
     wait_for(lambda: not _alive(child), timeout=15)
     assert {r.json()["delivery_id"] for r in responses} <= _stored(world)

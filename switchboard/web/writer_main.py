@@ -1,0 +1,107 @@
+"""The delivery writer process's own side (``SWITCHBOARD_DELIVERY_WRITER=process``): the loop
+that stores the rows ``serve`` sends and answers their outcomes. ``serve``'s side, the protocol
+and the supervisor are in :mod:`switchboard.web.writer_child`."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import TYPE_CHECKING
+
+from switchboard.errors import DependencyUnavailable
+from switchboard.web.ingest import MAX_BATCH, STORE_FAILED, Outcome
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from switchboard.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def writer_main(settings: Settings, pipe: Connection) -> None:
+    """The child process: store the rows read from ``pipe`` until it closes or sends ``None``.
+
+    Messages in: lists of ``(seq, row, stamp, dispatch)``; ``None`` asks the child to stop.
+    With Redis (``settings.redis_url``) the child hands what it stored to rq itself; without,
+    ``serve`` hands it to its dispatcher when the outcomes arrive. Messages out:
+    ``("ready",)`` once, then one list of ``(seq, outcome, error)`` per transaction, where
+    ``error`` is ``None`` or ``(kind, message)`` (``kind`` ``"unavailable"`` for a
+    :class:`DependencyUnavailable`, whose message is safe to show; ``"failed"`` otherwise,
+    logged here by its class, its text never sent on).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from switchboard import logs
+    from switchboard.db import Database
+    from switchboard.intake import vault
+    from switchboard.log_redaction import install
+    from switchboard.web.ingest import delivery_insert, write_batch
+
+    logs.configure(settings.log_level, settings.log_format)
+    install()  # as in serve: no payloads or credentials in any log (issue 13 item 6)
+    db = Database(settings)
+    # The key ring is read once per transaction, not once per sealed body (one stat() of the
+    # key file each: a twentieth of the writer's time per delivery); a rotation made by
+    # `switchboard vault rotate` is still seen by the next transaction.
+    ring = [vault.load_key_ring(settings)]
+    vault.attach(db, lambda: ring[0])
+    insert = delivery_insert(db.engine.dialect.name)
+    # With Redis the child enqueues the rq jobs of what it stored itself (after answering), so
+    # the hand-off's Redis pipeline (about 0.13 ms of interpreter time a delivery) is not
+    # taken from serve's event loop.
+    handoff = None
+    if settings.redis_url:
+        from switchboard.queue.dispatcher import RqDispatcher
+
+        handoff = RqDispatcher(settings.redis_url)
+    try:
+        pipe.send(("ready",))
+        while True:
+            try:
+                first = pipe.recv()
+            except (EOFError, OSError):
+                return
+            if first is None:
+                return
+            items, stop = list(first), False
+            while len(items) < MAX_BATCH and pipe.poll():
+                try:
+                    more = pipe.recv()
+                except (EOFError, OSError):
+                    stop = True
+                    break
+                if more is None:
+                    stop = True
+                    break
+                items.extend(more)
+            ring[0] = vault.load_key_ring(settings)
+            answers: list[tuple[int, Outcome | None, tuple[str, str] | None]] = []
+            stored: list[str] = []
+            for start in range(0, len(items), MAX_BATCH):
+                chunk = items[start:start + MAX_BATCH]
+                written, _ = write_batch(db, insert, [(row, stamp) for _, row, stamp, _ in chunk])
+                for (seq, row, _, dispatch), (outcome, error) in zip(chunk, written, strict=True):
+                    answers.append((seq, outcome, None if error is None else _describe(error)))
+                    if dispatch and outcome is not None and outcome[0] == "stored":
+                        stored.append(row["id"])
+            try:
+                pipe.send(answers)
+            except (OSError, ValueError):
+                return  # serve is gone; what was committed is in the database (the sweeper's)
+            finally:
+                if handoff is not None:
+                    handoff.submit(stored)
+            if stop:
+                return
+    finally:
+        if handoff is not None:
+            handoff.close()
+        db.dispose()
+
+
+def _describe(error: BaseException) -> tuple[str, str]:
+    if isinstance(error, DependencyUnavailable):
+        return "unavailable", error.message
+    log.error("a delivery could not be stored (%s)", type(error).__name__)  # no values: they quote the row
+    return "failed", STORE_FAILED
