@@ -60,6 +60,39 @@ YOUNG_SECONDS = 10.0
 """A child that ran less than this died young: the wait before the next one doubles."""
 
 
+def wait_ready(ready: threading.Event, first_exited: threading.Event, timeout: float) -> bool:
+    """Block until ``ready`` is set: False when ``timeout`` seconds passed first or
+    ``first_exited`` was set (the first child ended before it was ready). Shared by the
+    processing process and the delivery writer process (``web/writer_child.py``)."""
+    deadline = time.monotonic() + timeout
+    while not ready.wait(max(0.0, min(0.1, deadline - time.monotonic()))):
+        if first_exited.is_set() or time.monotonic() >= deadline:
+            return False
+    return True
+
+
+def reap(process: Any, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for a child ``process`` (or ``None``) to exit, then kill it."""
+    if process is None:
+        return
+    process.join(timeout=timeout)
+    if process.is_alive():
+        process.kill()
+        process.join(timeout=5)
+
+
+def hook_exit(callback: Callable[[], None]) -> None:
+    """Register ``callback`` to run at interpreter exit before ``multiprocessing``'s own hook.
+
+    Call it after each child's ``start()``: ``multiprocessing`` registers its hook when it
+    first starts a process, and atexit runs the last registered first. That hook sends SIGTERM
+    to daemon children, which ours ignore, then waits for them without a timeout; the callback
+    hangs up the child's pipe and reaps it first.
+    """
+    atexit.unregister(callback)
+    atexit.register(callback)
+
+
 class ForwardingBroker:
     """The child's broker: every publish becomes a message to ``serve`` (which holds the streams)."""
 
@@ -230,10 +263,7 @@ class ProcessDispatcher:
                 target=child_main, args=(self._make_hub, self._settings, to_child_r, from_child_w),
                 name="switchboard-processing", daemon=True)
             process.start()
-            # After the start: multiprocessing registers its own exit hook when it first starts
-            # a process, and ours must run before it (atexit runs the last registered first).
-            atexit.unregister(self._at_exit)
-            atexit.register(self._at_exit)
+            hook_exit(self._at_exit)
         except BaseException:
             for end in (to_child_r, to_child_w, from_child_r, from_child_w):
                 end.close()
@@ -305,11 +335,7 @@ class ProcessDispatcher:
             False when ``timeout`` seconds passed first, or the first child ended before it was
             ready (serve starts anyway; the supervisor keeps trying).
         """
-        deadline = time.monotonic() + timeout
-        while not self._ready.wait(max(0.0, min(0.1, deadline - time.monotonic()))):
-            if self._first_exited.is_set() or time.monotonic() >= deadline:
-                return False
-        return True
+        return wait_ready(self._ready, self._first_exited, timeout)
 
     def submit(self, delivery_ids: list[str]) -> None:
         """Queue deliveries for the child (no I/O; never raises)."""
@@ -394,11 +420,7 @@ class ProcessDispatcher:
                 pipe.close()
             except OSError:
                 pass
-        if process is not None:
-            process.join(timeout=5)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+        reap(process, 5.0)
 
     def close(self) -> None:
         """Send what is queued, let the child finish it (10 s at most), then stop it."""
@@ -407,9 +429,5 @@ class ProcessDispatcher:
         self._sender.join(timeout=10)
         with self._lock:
             process = self._process
-        if process is not None:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+        reap(process, 10.0)
         self._supervisor.join(timeout=5)

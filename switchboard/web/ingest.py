@@ -217,12 +217,19 @@ class DeliveryWriter:
         outcomes = [outcome for outcome, _ in answers]
         stored = [job.row["id"] for job, outcome in zip(jobs, outcomes, strict=True)
                   if outcome is not None and outcome[0] == "stored" and job.dispatch]
-        if stored:
-            try:
-                self.on_stored(stored)
-            except Exception:  # noqa: BLE001 - stored already; the sweeper hands them over
-                log.warning("hand-off of %d deliveries failed; the sweeper will retry", len(stored))
+        hand_off(self.on_stored, stored)
         _answer(jobs, outcomes, [error for _, error in answers])
+
+
+def hand_off(on_stored: Callable[[list[str]], None], stored: list[str]) -> None:
+    """Hand a commit's stored deliveries to processing; a failure is logged, never raised (they
+    are stored already: the sweeper hands them over). Both delivery writers call this."""
+    if not stored:
+        return
+    try:
+        on_stored(stored)
+    except Exception:  # noqa: BLE001 - stored already; the sweeper hands them over
+        log.warning("hand-off of %d deliveries failed; the sweeper will retry", len(stored))
 
 
 Outcome = tuple[str, str | None]

@@ -29,7 +29,6 @@ child process with its own interpreter lock:
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
 import multiprocessing as mp
 import os
@@ -41,7 +40,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from switchboard.errors import DependencyUnavailable, SwitchboardError
-from switchboard.web.ingest import STALE, DeliveryWriter, Outcome
+from switchboard.queue.child import hook_exit, reap, wait_ready
+from switchboard.web.ingest import STALE, DeliveryWriter, Outcome, hand_off
 from switchboard.web.ingest import STORE_FAILED as _STORE_FAILED
 from switchboard.web.writer_main import writer_main
 
@@ -160,11 +160,7 @@ class ProcessWriter:
     def wait_ready(self, timeout: float) -> bool:
         """Block until the child is ready (``serve`` waits before it listens). False when
         ``timeout`` seconds passed first or the first child ended before it was ready."""
-        deadline = time.monotonic() + timeout
-        while not self._ready.wait(max(0.0, min(0.1, deadline - time.monotonic()))):
-            if self._first_exited.is_set() or time.monotonic() >= deadline:
-                return False
-        return True
+        return wait_ready(self._ready, self._first_exited, timeout)
 
     async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True) -> tuple[str, str | None]:
         """As :meth:`DeliveryWriter.store`; the row is written by the child process."""
@@ -287,11 +283,7 @@ class ProcessWriter:
         """Wait up to ``timeout`` seconds for the child to exit, then kill it."""
         with self._lock:
             process = self._process
-        if process is not None:
-            process.join(timeout=timeout)
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=5)
+        reap(process, timeout)
 
     def _at_exit(self) -> None:
         """At interpreter exit (registered after ``multiprocessing``'s own hook, so it runs
@@ -325,11 +317,8 @@ class ProcessWriter:
             settled.append((future, outcome, error))
         if stale:
             self.hub.source_cache.invalidate()
-        if stored and not self._child_hands_off:
-            try:
-                self.on_stored(stored)
-            except Exception:  # noqa: BLE001 - stored already; the sweeper hands them over
-                log.warning("hand-off of %d deliveries failed; the sweeper will retry", len(stored))
+        if not self._child_hands_off:
+            hand_off(self.on_stored, stored)
         for future, outcome, error in settled:
             if future.done():
                 continue
@@ -363,10 +352,7 @@ class ProcessWriter:
             process = self._context.Process(target=writer_main, args=(self._settings, there),
                                             name="switchboard-delivery-writer", daemon=True)
             process.start()
-            # After the start: multiprocessing registers its own exit hook when it first starts
-            # a process, and ours must run before it (atexit runs the last registered first).
-            atexit.unregister(self._at_exit)
-            atexit.register(self._at_exit)
+            hook_exit(self._at_exit)
             sock = socket.socket(fileno=os.dup(here.fileno()))
         except BaseException:
             here.close()

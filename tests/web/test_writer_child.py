@@ -10,6 +10,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -229,6 +231,17 @@ def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(
     assert row["id"] in _stored(world) and handed == [row["id"]]
 
 
+def _run_script(text: str, world: World, tmp_path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``text`` as a script with this checkout first on the path and the instance's home
+    as its argument; a hang fails the test at ``timeout`` seconds."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    root = str(Path(__file__).resolve().parents[2])
+    return subprocess.run([sys.executable, str(script), str(world.settings.home)], capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=str(tmp_path),
+                          env={**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")})
+
+
 EXIT_SCRIPT = """
 import asyncio, sys
 import anyio
@@ -249,15 +262,7 @@ if __name__ == "__main__":  # the spawned child imports this file again
 
 
 def test_the_process_exits_when_it_ends_without_closing_the_writer(world: World, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    script = tmp_path / "exit.py"
-    script.write_text(EXIT_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(world.settings.home)], capture_output=True, text=True,
-                          timeout=90, check=False, cwd=str(tmp_path),
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep
-                               + os.environ.get("PYTHONPATH", "")})
+    proc = _run_script(EXIT_SCRIPT, world, tmp_path, timeout=90)
     # The child ignores SIGTERM (it reaches the whole process group); multiprocessing's exit hook
     # would wait for it forever. Ours hangs up the pipe first, and the child stops.
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -280,14 +285,6 @@ if __name__ == "__main__":  # the spawned child imports this file again
 
 def test_the_process_exits_when_it_ends_without_closing_the_processing_child(world: World, tmp_path: Path) -> None:
     # The same class of fault for embedded mode's processing process (queue/child.py).
-    import subprocess
-    import sys
-
-    script = tmp_path / "exit_processing.py"
-    script.write_text(PROCESSING_EXIT_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(world.settings.home)], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=str(tmp_path),
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep
-                               + os.environ.get("PYTHONPATH", "")})
+    proc = _run_script(PROCESSING_EXIT_SCRIPT, world, tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not _alive(int(proc.stdout.split()[0]))
