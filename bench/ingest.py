@@ -219,13 +219,50 @@ def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[
     raise SystemExit(f"server on port {port} did not start: {' '.join(args)}")
 
 
+def _cpu_ticks(root: int) -> dict[str, int]:
+    """CPU clock ticks (user + system, ``/proc/<pid>/stat``) of ``root``'s main thread, of
+    ``root`` as a whole and of all its descendants; ``{}`` where ``/proc`` is missing (not Linux)."""
+    try:
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+        with open(f"/proc/{root}/task/{root}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        loop = int(fields[11]) + int(fields[12])
+    except OSError:
+        return {}
+    family, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (parent, _) in stats.items():
+            if parent in family and pid not in family:
+                family.add(pid)
+                grew = True
+    return {"loop": loop, "process": stats.get(root, (0, 0))[1],
+            "children": sum(stats[pid][1] for pid in family - {root} if pid in stats)}
+
+
 def _measure(
-    name: str, port: int, requests: list[bytes], connections: int, expect: set[int], health: bool = False
+    name: str, port: int, requests: list[bytes], connections: int, expect: set[int], health: bool = False,
+    cpu_of: dict[str, int] | None = None,
 ) -> dict:
     """Warm up on the first 10 %, then time the rest; optionally poll ``/api/v1/health``
-    every 20 ms on its own connection during the timed load (its p99 is the loop-stall figure)."""
+    every 20 ms on its own connection during the timed load (its p99 is the loop-stall figure).
+
+    ``cpu_of`` (role -> pid of a server process): the CPU each spends per acked request during
+    the timed load is returned under ``"cpu"`` in microseconds, with the load generator's own
+    (this process: the client side of the loopback connections) and the event loop's thread."""
     warm = max(50, len(requests) // 10)
     asyncio.run(load(port, requests[:warm], connections))
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    before = {role: _cpu_ticks(pid) for role, pid in (cpu_of or {}).items()}
+    client_before = time.process_time()
 
     async def timed() -> tuple[tuple[float, list[float], dict[int, int]], list[float], float]:
         health_lat: list[float] = []
@@ -253,6 +290,22 @@ def _measure(
         return result, health_lat, began
 
     (elapsed, lat, statuses), health_lat, began = asyncio.run(timed())
+    client = time.process_time() - client_before
+    cpu: dict[str, float] = {}
+    for role, pid in (cpu_of or {}).items():
+        after = _cpu_ticks(pid)
+        if not after or not before[role]:
+            cpu = {}
+            break
+        per = 1e6 / tick / max(1, len(lat))
+        if role == "server":
+            cpu["loop"] = (after["loop"] - before[role]["loop"]) * per
+            cpu["server"] = (after["process"] - before[role]["process"]) * per
+            cpu["children"] = (after["children"] - before[role]["children"]) * per
+        else:
+            cpu[role] = (after["process"] + after["children"] - before[role]["process"] - before[role]["children"]) * per
+    if cpu:
+        cpu["load generator"] = client * 1e6 / max(1, len(lat))
     if set(statuses) - expect:
         raise SystemExit(f"{name}: unexpected statuses {statuses}")
     lat.sort()
@@ -265,6 +318,7 @@ def _measure(
         "p50": statistics.median(lat) * 1000,
         "p99": lat[int(len(lat) * 0.99) - 1] * 1000,
         "health_p99": health_lat[int(len(health_lat) * 0.99) - 1] * 1000 if health_lat else None,
+        "cpu": cpu,
     }
 
 
@@ -347,6 +401,7 @@ def main() -> None:
                         github_requests("/hooks/src_x", n),
                         args.connections,
                         {202},
+                        cpu_of={"server": procs[2].pid},
                     ),
                     _measure(
                         "hub: verified GitHub 5 KB (embedded)",
@@ -355,6 +410,7 @@ def main() -> None:
                         args.connections,
                         {202},
                         health=True,
+                        cpu_of={"server": procs[0].pid},
                     ),
                 ]
                 rows[1]["processed_rps"] = rows[1]["n"] / _wait_processed(
@@ -379,6 +435,7 @@ def main() -> None:
                             args.connections,
                             {202},
                             health=True,
+                            cpu_of={"server": procs[4].pid, "redis": procs[3].pid},
                         ),
                     ]
                 bare = rows[0]["rps"]
@@ -429,6 +486,32 @@ def main() -> None:
     print(
         f"  bare async route baseline  {_median(table['bare async route (Starlette), 5 KB'], 'rps'):6.0f} req/s"
     )
+    _print_cpu(table)
+
+
+def _print_cpu(table: dict[str, list[dict]]) -> None:
+    """CPU per acked request by process (medians), and the rate the machine's cores would allow
+    at that cost with every core busy (``cores x 1 s / total``), as a share of the bare route."""
+    bare = _median(table["bare async route (Starlette), 5 KB"], "rps")
+    roles = ("loop", "server", "children", "redis", "load generator")
+    rows = {name: {role: _median([{"v": r["cpu"].get(role)} for r in runs if r.get("cpu")], "v") for role in roles}
+            for name, runs in table.items() if any(r.get("cpu") for r in runs)}
+    if not rows:
+        return
+    cores = os.cpu_count() or 1
+    print(f"\nCPU per acked request, microseconds (user + system from /proc, medians; {cores} cores):")
+    print(f"{'target':44} {'loop':>6} {'server':>7} {'its children':>13} {'redis':>6} {'load gen':>9} "
+          f"{'total':>6} {'cores allow':>12}")
+    for name, cpu in rows.items():
+        parts = [cpu[role] for role in ("server", "children", "redis", "load generator") if not math.isnan(cpu[role])]
+        total = sum(parts)
+        allow = cores * 1e6 / total if total else float("nan")
+        cells = [f"{cpu[role]:{width}.0f}" if not math.isnan(cpu[role]) else " " * width
+                 for role, width in (("loop", 6), ("server", 7), ("children", 13), ("redis", 6), ("load generator", 9))]
+        print(f"{name:44} {' '.join(cells)} {total:6.0f} {allow / bare:11.0%}")
+    print("(the loop is serve's event-loop thread, part of 'server'; 'its children' are the delivery writer and, "
+          "embedded, the processing process; 'cores allow' is the share of the bare route's rate the machine "
+          "could reach at this CPU per request with every core busy, the load generator included)")
 
 
 if __name__ == "__main__":
