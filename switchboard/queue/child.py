@@ -81,6 +81,55 @@ def reap(process: Any, timeout: float) -> None:
         process.join(timeout=5)
 
 
+def supervise(what: str, closing: threading.Event, first_exited: threading.Event,
+              start: Callable[[], Any], wait: Callable[[Any], int | None], restarted: Callable[[], None]) -> None:
+    """Start a child, wait for it to end, start another, until ``closing`` is set (the loop of
+    the processing process and of the delivery writer process; run it on its own thread).
+
+    The wait before the next child is :data:`RESTART_SECONDS`, doubled up to
+    :data:`MAX_RESTART_SECONDS` while children die young (:data:`YOUNG_SECONDS`) or cannot be
+    started at all (a start that fails, e.g. out of file descriptors, is retried).
+
+    Args:
+        what: the child's name in the log (``"processing"``, ``"delivery writer"``).
+        closing: set by the owner's ``close``; the loop ends at its next check.
+        first_exited: set once the first child has ended (:func:`wait_ready` stops waiting).
+        start: starts one child and returns its handle, or ``None`` when ``closing`` was set
+            while it started (it has then stopped that child itself). Raises when the child
+            could not be started (logged by class, retried after the backoff).
+        wait: blocks until the child of ``handle`` has ended; returns its exit code.
+        restarted: called before each child after the first.
+    """
+    backoff, failures, first = RESTART_SECONDS, 0, True
+    while not closing.is_set():
+        try:
+            handle = start()
+        except Exception as exc:  # noqa: BLE001 - serve goes on meanwhile; nothing acknowledged is lost
+            failures += 1
+            if failures == 1 or failures % 10 == 0:
+                log.error("could not start the %s process (%s); retrying in %.0f s", what, type(exc).__name__, backoff)
+            if closing.wait(backoff):
+                return
+            backoff = min(backoff * 2, MAX_RESTART_SECONDS)
+            continue
+        if handle is None:
+            return
+        failures = 0
+        started = time.monotonic()
+        code = wait(handle)
+        if first:
+            first = False
+            first_exited.set()
+        if closing.is_set():
+            return
+        young = time.monotonic() - started < YOUNG_SECONDS
+        backoff = min(backoff * 2, MAX_RESTART_SECONDS) if young else RESTART_SECONDS
+        log.warning("the %s process exited (code %s); starting another in %.0f s", what, code, backoff)
+        if closing.wait(backoff):
+            return
+        restarted()
+
+
 def hook_exit(callback: Callable[[], None]) -> None:
     """Register ``callback`` to run at interpreter exit before ``multiprocessing``'s own hook.
 
@@ -276,41 +325,21 @@ class ProcessDispatcher:
         return from_child_r
 
     def _supervise(self) -> None:
-        """Start the child, relay its messages until it ends, start another: until ``close``,
-        waiting 1 s, doubled up to :data:`MAX_RESTART_SECONDS` while children die young or
-        cannot be started at all (a start that fails, e.g. out of file descriptors, is retried)."""
-        backoff, failures, first = RESTART_SECONDS, 0, True
-        while not self._closing.is_set():
-            try:
-                pipe = self._spawn()
-            except Exception as exc:  # noqa: BLE001 - serve keeps receiving; nothing acknowledged is lost
-                failures += 1
-                if failures == 1 or failures % 10 == 0:
-                    log.error("could not start the processing process (%s); retrying in %.0f s",
-                              type(exc).__name__, backoff)
-                if self._closing.wait(backoff):
-                    return
-                backoff = min(backoff * 2, MAX_RESTART_SECONDS)
-                continue
-            failures = 0
-            started = time.monotonic()
-            self._relay(pipe)
-            with self._lock:
-                process, self._to_child = self._process, None
-            self._ready.clear()
-            process.join(timeout=5)
-            if first:
-                first = False
-                self._first_exited.set()
-            if self._closing.is_set():
-                return
-            young = time.monotonic() - started < YOUNG_SECONDS
-            backoff = min(backoff * 2, MAX_RESTART_SECONDS) if young else RESTART_SECONDS
-            log.warning("the processing process exited (code %s); starting another in %.0f s",
-                        process.exitcode, backoff)
-            if self._closing.wait(backoff):
-                return
-            self.restarts += 1
+        """The supervisor thread: :func:`supervise` with this dispatcher's start and wait."""
+        supervise("processing", self._closing, self._first_exited, self._spawn, self._child_ended,
+                  self._restarted)
+
+    def _child_ended(self, pipe: Connection) -> int | None:
+        """Relay the child's messages until it ends; its exit code."""
+        self._relay(pipe)
+        with self._lock:
+            process, self._to_child = self._process, None
+        self._ready.clear()
+        process.join(timeout=5)
+        return process.exitcode
+
+    def _restarted(self) -> None:
+        self.restarts += 1
 
     def _relay(self, pipe: Connection) -> None:
         """Apply the child's messages until its pipe closes (it exited)."""

@@ -21,7 +21,7 @@ child process with its own interpreter lock:
   committed just before the death is then a duplicate, answered 200 with its id); while no
   child runs, deliveries are written by a :class:`~switchboard.web.ingest.DeliveryWriter`
   thread in ``serve``, so ingest never stops. A supervisor starts another child (after
-  :data:`RESTART_SECONDS`, doubling while children die young). The child exits when ``serve``
+  :data:`~switchboard.queue.child.RESTART_SECONDS`, doubling while children die young). The child exits when ``serve``
   goes (its pipe closes), ignores SIGINT and SIGTERM (they reach the whole process group), and
   stops when ``serve`` closes it, after the rows already sent.
 """
@@ -36,11 +36,10 @@ import pickle
 import socket
 import struct
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from switchboard.errors import DependencyUnavailable, SwitchboardError
-from switchboard.queue.child import hook_exit, reap, wait_ready
+from switchboard.queue.child import hook_exit, reap, supervise, wait_ready
 from switchboard.web.ingest import STALE, DeliveryWriter, Outcome, hand_off
 from switchboard.web.ingest import STORE_FAILED as _STORE_FAILED
 from switchboard.web.writer_main import writer_main
@@ -52,10 +51,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RESTART_SECONDS = 1.0
-"""Wait before starting a new child after one died (doubled while children die young)."""
-MAX_RESTART_SECONDS = 30.0
-YOUNG_SECONDS = 10.0
+def _frame(data: bytes) -> list[bytes]:
+    """``data`` in ``multiprocessing``'s framing (what ``Connection.recv`` reads): a 4-byte
+    big-endian length, or -1 and an 8-byte length past 2 GiB, then the bytes."""
+    head = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
+    return [head, data]
 
 
 def _error(described: tuple[str, str]) -> SwitchboardError:
@@ -192,10 +192,7 @@ class ProcessWriter:
                     asyncio.ensure_future(self._write_here(entry[0], row, stamp, dispatch))
             return
         try:
-            data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
-            # multiprocessing's framing: a 4-byte length, or -1 and an 8-byte one past 2 GiB.
-            head = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
-            link.transport.writelines([head, data])
+            link.transport.writelines(_frame(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)))
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: these requests get their 503
             log.warning("could not send %d deliveries to the writer process (%s)", len(out), type(exc).__name__)
             self._fail([item[0] for item in out])
@@ -233,8 +230,7 @@ class ProcessWriter:
             return
         self._stop_sent = True
         self._flush()
-        stop = pickle.dumps(None)
-        link.transport.write(struct.pack("!i", len(stop)) + stop)
+        link.transport.writelines(_frame(pickle.dumps(None)))
 
     async def aclose(self, timeout: float = 10.0) -> None:
         """On the loop (``serve``'s lifespan, before :meth:`close`): ask the child to stop and
@@ -370,53 +366,46 @@ class ProcessWriter:
         return link
 
     def _supervise(self) -> None:
-        backoff, failures, first = RESTART_SECONDS, 0, True
+        """The supervisor thread: :func:`~switchboard.queue.child.supervise` with this writer's
+        start (spawn, then attach the pipe on the loop) and wait."""
+        supervise("delivery writer", self._closing, self._first_exited, self._start_child, self._child_ended,
+                  self._restarted)
+
+    def _start_child(self) -> _Link | None:
         assert self._loop is not None
-        while not self._closing.is_set():
-            try:
-                sock = self._spawn()
-                if self._closing.is_set():  # closed while this child was starting
-                    self._hang_up()
-                    self._reap(5.0)
-                    return
-                link = asyncio.run_coroutine_threadsafe(self._attach(sock), self._loop).result(timeout=30)
-            except Exception as exc:  # noqa: BLE001 - serve writes deliveries itself meanwhile
-                failures += 1
-                if failures == 1 or failures % 10 == 0:
-                    log.error("could not start the delivery writer process (%s); retrying in %.0f s",
-                              type(exc).__name__, backoff)
-                with self._lock:
-                    process, self._process = self._process, None
-                if process is not None and process.is_alive():
-                    process.kill()
-                if self._closing.wait(backoff):
-                    return
-                backoff = min(backoff * 2, MAX_RESTART_SECONDS)
-                continue
-            failures = 0
-            started = time.monotonic()
+        try:
+            sock = self._spawn()
+            if self._closing.is_set():  # closed while this child was starting
+                self._hang_up()
+                self._reap(5.0)
+                return None
+            return asyncio.run_coroutine_threadsafe(self._attach(sock), self._loop).result(timeout=30)
+        except Exception:
             with self._lock:
-                process = self._process
-            while process.is_alive() and not self._closing.is_set():
-                process.join(timeout=0.5)
-            if self._closing.is_set():
-                return
-            # The child ended: its pipe is closed, the loop fails what was pending on it.
-            try:
-                asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(link.closed), 10),
-                                                 self._loop).result(timeout=15)
-            except Exception as exc:  # noqa: BLE001 - the loop is gone (shutdown) or slow; go on
-                log.debug("the writer pipe's close was not seen (%s)", type(exc).__name__)
-            if first:
-                first = False
-                self._first_exited.set()
-            young = time.monotonic() - started < YOUNG_SECONDS
-            backoff = min(backoff * 2, MAX_RESTART_SECONDS) if young else RESTART_SECONDS
-            log.warning("the delivery writer process exited (code %s); starting another in %.0f s",
-                        process.exitcode, backoff)
-            if self._closing.wait(backoff):
-                return
-            self.restarts += 1
+                process, self._process = self._process, None
+            if process is not None and process.is_alive():
+                process.kill()  # serve writes the deliveries itself meanwhile
+            raise
+
+    def _child_ended(self, link: _Link) -> int | None:
+        """Wait for the child to end and for the loop to see its pipe close (which fails what
+        was pending on it); its exit code (``None`` when serve is closing)."""
+        assert self._loop is not None
+        with self._lock:
+            process = self._process
+        while process.is_alive() and not self._closing.is_set():
+            process.join(timeout=0.5)
+        if self._closing.is_set():
+            return None
+        try:
+            asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(link.closed), 10),
+                                             self._loop).result(timeout=15)
+        except Exception as exc:  # noqa: BLE001 - the loop is gone (shutdown) or slow; go on
+            log.debug("the writer pipe's close was not seen (%s)", type(exc).__name__)
+        return process.exitcode
+
+    def _restarted(self) -> None:
+        self.restarts += 1
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

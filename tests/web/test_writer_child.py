@@ -7,6 +7,7 @@ acknowledged is lost."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -139,6 +140,49 @@ def test_a_killed_child_fails_what_it_had_serve_writes_meanwhile_and_nothing_ack
         acknowledged = {r.json()["delivery_id"] for r in [*meanwhile, retried, *later]}
         assert acknowledged <= _stored(world)
         assert len(_stored(world)) == 11
+
+
+def test_a_child_that_cannot_be_started_is_retried_and_serve_stores_meanwhile(world: World) -> None:
+    # The same supervisor as the processing process (queue/child.py: supervise): a start that
+    # fails (here: out of file descriptors) is logged by class and retried after the backoff.
+    settings = world.settings.with_overrides(delivery_writer="process")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    supervisor_log = logging.getLogger("switchboard.queue.child")
+    supervisor_log.addHandler(handler)
+    try:
+        for url, hub in serve_in_thread(settings):
+            writer = hub.delivery_writer
+            assert isinstance(writer, ProcessWriter)
+            first = writer.pid
+            assert first is not None
+            real_spawn, failed = writer._spawn, []
+
+            def spawn_failing_once() -> object:
+                if not failed:
+                    failed.append(True)
+                    raise OSError(24, "Too many open files")
+                return real_spawn()
+
+            writer._spawn = spawn_failing_once  # type: ignore[method-assign]
+            os.kill(first, signal.SIGKILL)
+            wait_for(lambda: bool(failed), timeout=30)
+            assert not writer.healthy()
+            meanwhile = _post(url, world, _bodies(1, "no child")[0], "no-child")
+            assert meanwhile.status_code == 202  # stored by serve's own writer
+            wait_for(lambda: writer.healthy() and writer.pid not in (None, first), timeout=60)
+            assert writer.restarts == 1
+            after = _post(url, world, _bodies(2, "new child")[1], "new-child")
+            assert after.status_code == 202
+            assert {meanwhile.json()["delivery_id"], after.json()["delivery_id"]} <= _stored(world)
+    finally:
+        supervisor_log.removeHandler(handler)
+    messages = [r.getMessage() for r in records]
+    assert any(m.startswith("the delivery writer process exited (code -9)") for m in messages), messages
+    assert any(m.startswith("could not start the delivery writer process (OSError); retrying in") for m in messages), \
+        messages
+    assert not any("Too many open files" in m for m in messages)  # the class only, never the text
 
 
 def test_close_lets_the_child_finish_what_was_sent(world: World) -> None:
