@@ -36,6 +36,7 @@ import pickle
 import socket
 import struct
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from switchboard.errors import DependencyUnavailable, SwitchboardError
@@ -50,6 +51,17 @@ if TYPE_CHECKING:
     from switchboard.hub import Hub
 
 log = logging.getLogger(__name__)
+
+@dataclass(slots=True)
+class _Pending:
+    """A row handed to :meth:`ProcessWriter.store`, until its child answers."""
+
+    future: asyncio.Future[Outcome]
+    delivery_id: str
+    dispatch: bool
+    link: _Link | None = None
+    """The child's pipe it was sent on; ``None`` while it waits for this pass's flush."""
+
 
 def _frame(data: bytes) -> list[bytes]:
     """``data`` in ``multiprocessing``'s framing (what ``Connection.recv`` reads): a 4-byte
@@ -118,8 +130,7 @@ class ProcessWriter:
         self.on_stored = on_stored
         self._settings = hub.settings
         self._lock = threading.Lock()
-        # seq -> [future, delivery id, dispatch, the link it was sent on (None: not yet sent)]
-        self._pending: dict[int, list[Any]] = {}
+        self._pending: dict[int, _Pending] = {}  # by sequence number
         self._seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._link: _Link | None = None
@@ -169,7 +180,7 @@ class ProcessWriter:
             return await self._fallback_writer().store(row, stamp, dispatch)
         future: asyncio.Future[Outcome] = loop.create_future()
         self._seq += 1
-        self._pending[self._seq] = [future, row["id"], dispatch, None]
+        self._pending[self._seq] = _Pending(future, row["id"], dispatch)
         self._out.append((self._seq, row, stamp, dispatch))
         if not self._flush_scheduled:
             # One write for every row queued in this pass of the loop.
@@ -189,7 +200,7 @@ class ProcessWriter:
             for seq, row, stamp, dispatch in out:
                 entry = self._pending.pop(seq, None)
                 if entry is not None:
-                    asyncio.ensure_future(self._write_here(entry[0], row, stamp, dispatch))
+                    asyncio.ensure_future(self._write_here(entry.future, row, stamp, dispatch))
             return
         try:
             link.transport.writelines(_frame(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)))
@@ -200,7 +211,7 @@ class ProcessWriter:
         for item in out:
             entry = self._pending.get(item[0])
             if entry is not None:
-                entry[3] = link
+                entry.link = link
 
     async def _write_here(self, future: asyncio.Future[Outcome], row: dict[str, Any], stamp: int,
                           dispatch: bool) -> None:
@@ -306,11 +317,10 @@ class ProcessWriter:
             entry = self._pending.pop(seq, None)
             if entry is None:
                 continue
-            future, delivery_id, dispatch, _ = entry
-            if outcome is not None and outcome[0] == "stored" and dispatch:
-                stored.append(delivery_id)
+            if outcome is not None and outcome[0] == "stored" and entry.dispatch:
+                stored.append(entry.delivery_id)
             stale = stale or (outcome is not None and outcome[0] == STALE)
-            settled.append((future, outcome, error))
+            settled.append((entry.future, outcome, error))
         if stale:
             self.hub.source_cache.invalidate()
         if not self._child_hands_off:
@@ -330,15 +340,15 @@ class ProcessWriter:
         # What this child was sent fails (committed or not); what is still waiting for this
         # pass's flush never reached it and goes to the thread writer there; what a newer
         # child was sent is that child's.
-        self._fail([seq for seq, entry in self._pending.items() if entry[3] is link])
+        self._fail([seq for seq, entry in self._pending.items() if entry.link is link])
 
     def _fail(self, seqs: list[int]) -> None:
         """Answer these requests with a 503: their child died, committed or not (a retry is
         then a duplicate, answered 200 with the delivery's id)."""
         for seq in seqs:
             entry = self._pending.pop(seq, None)
-            if entry is not None and not entry[0].done():
-                entry[0].set_exception(DependencyUnavailable("the delivery writer restarted; retry the delivery"))
+            if entry is not None and not entry.future.done():
+                entry.future.set_exception(DependencyUnavailable("the delivery writer restarted; retry the delivery"))
 
     # The supervisor: start the child, wait for it to end, start another.
 
