@@ -229,13 +229,13 @@ def _cpu_ticks(root: int) -> dict[str, int]:
                 try:
                     with open(f"/proc/{entry}/stat") as f:
                         fields = f.read().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+                    stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+                except (OSError, ValueError, IndexError):
+                    continue  # gone meanwhile, or not the layout this reads
         with open(f"/proc/{root}/task/{root}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         loop = int(fields[11]) + int(fields[12])
-    except OSError:
+    except (OSError, ValueError, IndexError):
         return {}
     family, grew = {root}, True
     while grew:
@@ -491,7 +491,11 @@ def main() -> None:
 
 def _print_cpu(table: dict[str, list[dict]]) -> None:
     """CPU per acked request by process (medians), and the rate the machine's cores would allow
-    at that cost with every core busy (``cores x 1 s / total``), as a share of the bare route."""
+    at that cost with every core busy (``cores x 1 s / total``), as a share of the bare route.
+
+    ``total`` adds the roles' medians. The hub rows include the ``/api/v1/health`` poller's
+    requests (50 a second, the bare row has none) and what the children did in the timed window
+    (processing that fell behind the acks runs after it; the bench reports how far)."""
     bare = _median(table["bare async route (Starlette), 5 KB"], "rps")
     roles = ("loop", "server", "children", "redis", "load generator")
     rows = {name: {role: _median([{"v": r["cpu"].get(role)} for r in runs if r.get("cpu")], "v") for role in roles}
@@ -508,7 +512,7 @@ def _print_cpu(table: dict[str, list[dict]]) -> None:
         allow = cores * 1e6 / total if total else float("nan")
         cells = [f"{cpu[role]:{width}.0f}" if not math.isnan(cpu[role]) else " " * width
                  for role, width in (("loop", 6), ("server", 7), ("children", 13), ("redis", 6), ("load generator", 9))]
-        print(f"{name:44} {' '.join(cells)} {total:6.0f} {allow / bare:11.0%}")
+        print(f"{name:44} {' '.join(cells)} {total:6.0f} {allow / bare:12.0%}")
     print("(the loop is serve's event-loop thread, part of 'server'; 'its children' are the delivery writer and, "
           "embedded, the processing process; 'cores allow' is the share of the bare route's rate the machine "
           "could reach at this CPU per request with every core busy, the load generator included)")

@@ -81,8 +81,8 @@ def reap(process: Any, timeout: float) -> None:
         process.join(timeout=5)
 
 
-def supervise(what: str, closing: threading.Event, first_exited: threading.Event,
-              start: Callable[[], Any], wait: Callable[[Any], int | None], restarted: Callable[[], None]) -> None:
+def supervise(what: str, closing: threading.Event, first_exited: threading.Event, start: Callable[[], Any],
+              wait: Callable[[Any], int | None], restarted: Callable[[], None]) -> None:
     """Start a child, wait for it to end, start another, until ``closing`` is set (the loop of
     the processing process and of the delivery writer process; run it on its own thread).
 
@@ -93,12 +93,15 @@ def supervise(what: str, closing: threading.Event, first_exited: threading.Event
     Args:
         what: the child's name in the log (``"processing"``, ``"delivery writer"``).
         closing: set by the owner's ``close``; the loop ends at its next check.
-        first_exited: set once the first child has ended (:func:`wait_ready` stops waiting).
+        first_exited: set once the first child has ended (:func:`wait_ready` stops waiting);
+            not set when ``close`` came first and the child may still run.
         start: starts one child and returns its handle, or ``None`` when ``closing`` was set
             while it started (it has then stopped that child itself). Raises when the child
             could not be started (logged by class, retried after the backoff).
-        wait: blocks until the child of ``handle`` has ended; returns its exit code.
-        restarted: called before each child after the first.
+        wait: blocks until the child of ``handle`` has ended and returns its exit code, or
+            returns ``None`` early once ``closing`` is set (the owner's ``close`` stops it).
+        restarted: called when a child that ended is about to be replaced (after the backoff;
+            not for a retry after a failed start).
     """
     backoff, failures, first = RESTART_SECONDS, 0, True
     while not closing.is_set():
@@ -107,7 +110,8 @@ def supervise(what: str, closing: threading.Event, first_exited: threading.Event
         except Exception as exc:  # noqa: BLE001 - serve goes on meanwhile; nothing acknowledged is lost
             failures += 1
             if failures == 1 or failures % 10 == 0:
-                log.error("could not start the %s process (%s); retrying in %.0f s", what, type(exc).__name__, backoff)
+                log.error("could not start the %s process (%s); retrying in %.0f s",
+                          what, type(exc).__name__, backoff)
             if closing.wait(backoff):
                 return
             backoff = min(backoff * 2, MAX_RESTART_SECONDS)
@@ -117,6 +121,8 @@ def supervise(what: str, closing: threading.Event, first_exited: threading.Event
         failures = 0
         started = time.monotonic()
         code = wait(handle)
+        if code is None and closing.is_set():
+            return  # closed while it ran: the owner's close stops the child
         if first:
             first = False
             first_exited.set()

@@ -21,9 +21,9 @@ child process with its own interpreter lock:
   committed just before the death is then a duplicate, answered 200 with its id); while no
   child runs, deliveries are written by a :class:`~switchboard.web.ingest.DeliveryWriter`
   thread in ``serve``, so ingest never stops. A supervisor starts another child (after
-  :data:`~switchboard.queue.child.RESTART_SECONDS`, doubling while children die young). The child exits when ``serve``
-  goes (its pipe closes), ignores SIGINT and SIGTERM (they reach the whole process group), and
-  stops when ``serve`` closes it, after the rows already sent.
+  :data:`~switchboard.queue.child.RESTART_SECONDS`, doubling while children die young). The
+  child exits when ``serve`` goes (its pipe closes), ignores SIGINT and SIGTERM (they reach
+  the whole process group), and stops when ``serve`` closes it, after the rows already sent.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(slots=True)
 class _Pending:
     """A row handed to :meth:`ProcessWriter.store`, until its child answers."""
@@ -77,7 +78,7 @@ def _error(described: tuple[str, str]) -> SwitchboardError:
 
 class _Link(asyncio.Protocol):
     """The serving side of the child's pipe, on the event loop: frames of ``multiprocessing``'s
-    ``Connection`` (a 4-byte big-endian length, then a pickle) in both directions."""
+    ``Connection`` (see :func:`_frame`: a big-endian length, then a pickle) in both directions."""
 
     def __init__(self, writer: ProcessWriter) -> None:
         self.writer = writer
@@ -382,19 +383,30 @@ class ProcessWriter:
                   self._restarted)
 
     def _start_child(self) -> _Link | None:
+        """Spawn a child and attach its pipe on the loop; ``None`` when closed meanwhile.
+        Raises when either fails, after killing what was started (serve writes meanwhile)."""
         assert self._loop is not None
+        attaching = None
         try:
             sock = self._spawn()
             if self._closing.is_set():  # closed while this child was starting
                 self._hang_up()
                 self._reap(5.0)
                 return None
-            return asyncio.run_coroutine_threadsafe(self._attach(sock), self._loop).result(timeout=30)
+            attaching = asyncio.run_coroutine_threadsafe(self._attach(sock), self._loop)
+            return attaching.result(timeout=30)
         except Exception:
+            if attaching is not None:
+                attaching.cancel()  # a late attach must not adopt a child killed here
             with self._lock:
                 process, self._process = self._process, None
-            if process is not None and process.is_alive():
-                process.kill()  # serve writes the deliveries itself meanwhile
+                sock, self._sock = self._sock, None
+            attached = (attaching is not None and attaching.done() and not attaching.cancelled()
+                        and attaching.exception() is None)
+            if sock is not None and not attached:  # an attached one is its transport's to close
+                sock.close()
+            if process is not None:
+                reap(process, 0)  # killed now, and joined
             raise
 
     def _child_ended(self, link: _Link) -> int | None:

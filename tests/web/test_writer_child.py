@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -142,47 +143,92 @@ def test_a_killed_child_fails_what_it_had_serve_writes_meanwhile_and_nothing_ack
         assert len(_stored(world)) == 11
 
 
+def _supervisor_log() -> tuple[logging.Logger, logging.Handler, list[logging.LogRecord]]:
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("switchboard.queue.child")
+    logger.addHandler(handler)
+    return logger, handler, records
+
+
+def _failing_once(real: Any, exc: Exception) -> tuple[Any, list[bool]]:
+    """``real``, raising ``exc`` on its first call; the list is non-empty once it has."""
+    failed: list[bool] = []
+
+    def call(*args: Any) -> Any:
+        if not failed:
+            failed.append(True)
+            raise exc
+        return real(*args)
+
+    return call, failed
+
+
 def test_a_child_that_cannot_be_started_is_retried_and_serve_stores_meanwhile(world: World) -> None:
     # The same supervisor as the processing process (queue/child.py: supervise): a start that
     # fails (here: out of file descriptors) is logged by class and retried after the backoff.
     settings = world.settings.with_overrides(delivery_writer="process")
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()
-    handler.emit = records.append  # type: ignore[method-assign]
-    supervisor_log = logging.getLogger("switchboard.queue.child")
-    supervisor_log.addHandler(handler)
+    logger, handler, records = _supervisor_log()
     try:
         for url, hub in serve_in_thread(settings):
-            writer = hub.delivery_writer
-            assert isinstance(writer, ProcessWriter)
-            first = writer.pid
-            assert first is not None
-            real_spawn, failed = writer._spawn, []
-
-            def spawn_failing_once() -> object:
-                if not failed:
-                    failed.append(True)
-                    raise OSError(24, "Too many open files")
-                return real_spawn()
-
-            writer._spawn = spawn_failing_once  # type: ignore[method-assign]
-            os.kill(first, signal.SIGKILL)
-            wait_for(lambda: bool(failed), timeout=30)
-            assert not writer.healthy()
-            meanwhile = _post(url, world, _bodies(1, "no child")[0], "no-child")
-            assert meanwhile.status_code == 202  # stored by serve's own writer
-            wait_for(lambda: writer.healthy() and writer.pid not in (None, first), timeout=60)
-            assert writer.restarts == 1
-            after = _post(url, world, _bodies(2, "new child")[1], "new-child")
-            assert after.status_code == 202
-            assert {meanwhile.json()["delivery_id"], after.json()["delivery_id"]} <= _stored(world)
+            _start_fails_once(url, world, hub.delivery_writer)
     finally:
-        supervisor_log.removeHandler(handler)
+        logger.removeHandler(handler)
     messages = [r.getMessage() for r in records]
-    assert any(m.startswith("the delivery writer process exited (code -9)") for m in messages), messages
-    assert any(m.startswith("could not start the delivery writer process (OSError); retrying in") for m in messages), \
-        messages
+    # A child that died young doubles the wait (1 s to 2 s); the failed start waits that long.
+    assert any(m.startswith("the delivery writer process exited (code -9); starting another in 2 s")
+               for m in messages), messages
+    assert "could not start the delivery writer process (OSError); retrying in 2 s" in messages, messages
     assert not any("Too many open files" in m for m in messages)  # the class only, never the text
+
+
+def _start_fails_once(url: str, world: World, writer: object) -> None:
+    assert isinstance(writer, ProcessWriter)
+    first = writer.pid
+    assert first is not None
+    spawn, failed = _failing_once(writer._spawn, OSError(24, "Too many open files"))
+    writer._spawn = spawn  # type: ignore[method-assign]
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: bool(failed), timeout=30)
+    assert not writer.healthy()
+    meanwhile = _post(url, world, _bodies(1, "no child")[0], "no-child")
+    assert meanwhile.status_code == 202
+    assert writer._fallback is not None  # stored by serve's own writer
+    wait_for(lambda: writer.healthy() and writer.pid not in (None, first), timeout=60)
+    assert writer.restarts == 1
+    after = _post(url, world, _bodies(2, "new child")[1], "new-child")
+    assert after.status_code == 202
+    assert {meanwhile.json()["delivery_id"], after.json()["delivery_id"]} <= _stored(world)
+
+
+def test_a_child_whose_pipe_cannot_be_attached_is_killed_and_another_started(world: World) -> None:
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for _, hub in serve_in_thread(settings):
+        _attach_fails_once(hub.delivery_writer)
+
+
+def _attach_fails_once(writer: object) -> None:
+    assert isinstance(writer, ProcessWriter)
+    first = writer.pid
+    assert first is not None
+    spawned: list[Any] = []
+    real_spawn = writer._spawn
+
+    def spawn_and_note() -> object:
+        sock = real_spawn()
+        spawned.append(writer._process)
+        return sock
+
+    writer._spawn = spawn_and_note  # type: ignore[method-assign]
+    attach, failed = _failing_once(writer._attach, OSError("attach refused"))
+    writer._attach = attach  # type: ignore[method-assign]
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: writer.healthy() and len(spawned) == 2, timeout=60)
+    half_started, running = spawned
+    assert failed and not half_started.is_alive()  # killed when its pipe could not be attached
+    assert half_started.exitcode == -signal.SIGKILL
+    assert running.is_alive() and writer.pid == running.pid
 
 
 def test_close_lets_the_child_finish_what_was_sent(world: World) -> None:
