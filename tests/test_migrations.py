@@ -52,3 +52,43 @@ def test_postgresql_empty_database_upgrades_to_head(postgres_url: str, tmp_path:
     settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
     upgrade(settings)
     _assert_schema_matches(settings.database_url)
+
+
+def _refused_rows_lose_their_dedup(settings: Settings) -> None:
+    """0016: a delivery refused 400 at receipt (failed, never processed, no body) loses its
+    dedup key and body digest; one acknowledged and failed in processing keeps them."""
+    from alembic import command
+
+    from switchboard.db import alembic_config
+
+    command.upgrade(alembic_config(settings), "0015")
+    engine = sa.create_engine(settings.database_url)
+    rows = [("dlv_refused", None, "malformed_payload"), ("dlv_processed", "2026-12-01 10:00:00", "malformed_payload")]
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO projects (id, name, created_at) VALUES ('pr_1', 'acme', '2026-12-01')"))
+            conn.execute(sa.text("INSERT INTO sources (id, project_id, provider, queue, enabled, allow_legacy_sha1, "
+                                 "created_at) VALUES ('src_1', 'pr_1', 'github', 'q', true, false, '2026-12-01')"))
+            for delivery_id, processed_at, code in rows:
+                conn.execute(sa.text(
+                    "INSERT INTO deliveries (id, source_id, project_id, dedup_key, body_digest, status, body_bytes, "
+                    "process_failures, received_at, processed_at, error_code) VALUES (:id, 'src_1', 'pr_1', :key, "
+                    ":digest, 'failed', 10, 0, '2026-12-01 09:00:00', :processed, :code)"),
+                    {"id": delivery_id, "key": f"key-{delivery_id}", "digest": f"digest-{delivery_id}",
+                     "processed": processed_at, "code": code})
+        upgrade(settings)
+        with engine.connect() as conn:
+            found = dict(conn.execute(sa.text("SELECT id, dedup_key FROM deliveries")).all())
+            digests = dict(conn.execute(sa.text("SELECT id, body_digest FROM deliveries")).all())
+    finally:
+        engine.dispose()
+    assert found == {"dlv_refused": None, "dlv_processed": "key-dlv_processed"}
+    assert digests == {"dlv_refused": None, "dlv_processed": "digest-dlv_processed"}
+
+
+def test_sqlite_refused_deliveries_lose_their_dedup(tmp_path: Path) -> None:
+    _refused_rows_lose_their_dedup(Settings(home=tmp_path))
+
+
+def test_postgresql_refused_deliveries_lose_their_dedup(postgres_url: str, tmp_path: Path) -> None:
+    _refused_rows_lose_their_dedup(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))

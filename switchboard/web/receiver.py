@@ -196,7 +196,11 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
         "received_at": hub.clock.now(), "processed_at": None, "released_at": None, "released_by": None,
     }
     if parse_error is not None:
-        row.update(status="failed", raw_body=None, error_code=parse_error.code, error_detail=parse_error.message)
+        # Recorded, never acknowledged: no dedup key or body digest, so the same bytes sent
+        # again (a provider's redelivery) are refused 400 again, not answered 200 "duplicate"
+        # as if the first had been accepted.
+        row.update(status="failed", raw_body=None, error_code=parse_error.code, error_detail=parse_error.message,
+                   dedup_key=None, body_digest=None)
     for _ in range(3):
         outcome, delivery_id = await hub.delivery_writer.store(row, entry.stamp, dispatch=parse_error is None)
         if outcome != STALE:

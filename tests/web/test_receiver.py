@@ -174,6 +174,26 @@ def test_fault2_invalid_utf8_verifies_then_fails_parsing_cleanly(live: LiveApp) 
     assert live.post_hook(good, github_headers(good, live.world.secret, event="star")).status_code == 202
 
 
+def test_a_malformed_body_sent_again_is_refused_again_not_a_duplicate(live: LiveApp) -> None:
+    # A new-user run: the first send was 400, every resend of the same bytes (GitHub's
+    # "Redeliver" keeps the delivery id) 200 "duplicate" of the refused one, a false success.
+    bad = b'{"action": "opened", "issue": {1: 2}}'
+    for attempt in range(3):
+        resp = live.post_hook(bad, github_headers(bad, live.world.secret, delivery="redelivered-bad"))
+        assert resp.status_code == 400, (attempt, resp.text)
+        assert resp.json()["code"] == "malformed_payload"
+    with live.hub.db.read() as s:
+        rows = s.execute(select(Delivery)).scalars().all()
+    assert [r.status for r in rows] == ["failed"] * 3  # each refusal recorded
+    assert all(r.dedup_key is None and r.body_digest is None for r in rows)
+    # The dedup of what was accepted is unchanged: a good body sent twice is one delivery.
+    good = b'{"action": "opened", "issue": {"number": 1, "title": "t"}, "sender": {"id": 1}}'
+    first = live.post_hook(good, github_headers(good, live.world.secret, delivery="redelivered-good"))
+    again = live.post_hook(good, github_headers(good, live.world.secret, delivery="redelivered-good"))
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.json() == {"delivery_id": first.json()["delivery_id"], "duplicate": True}
+
+
 def test_fault3_form_encoded_delivery_parses_the_payload_field(live: LiveApp) -> None:
     body = b"payload=%7B%22zen%22%3A%22Keep%20it%20simple.%22%2C%22hook_id%22%3A1%7D"
     headers = github_headers(body, live.world.secret, event="ping",
