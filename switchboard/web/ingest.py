@@ -120,8 +120,9 @@ class SourceCache:
 
 
 STALE = "stale"
-STORE_FAILED = "the delivery could not be stored; retry the delivery"
 """Writer outcome: the source changed after the request was verified; verify again."""
+STORE_FAILED = "the delivery could not be stored; retry the delivery"
+"""The 503's message for a row the database refused (both writers; never the driver's words)."""
 
 
 @dataclass
