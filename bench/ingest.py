@@ -44,6 +44,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -219,33 +220,58 @@ def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[
     raise SystemExit(f"server on port {port} did not start: {' '.join(args)}")
 
 
-def _cpu_ticks(root: int) -> dict[str, int]:
-    """CPU clock ticks (user + system, ``/proc/<pid>/stat``) of ``root``'s main thread, of
-    ``root`` as a whole and of all its descendants; ``{}`` where ``/proc`` is missing (not Linux)."""
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants. Each thread has its own children list: the processing
+    process is started by serve's supervisor thread, so the main thread's list alone misses it."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for child in children:
+            try:
+                found.extend(_tree(int(child)))
+            except OSError:  # it exited meanwhile
+                pass
+    return found
+
+
+def _summed(pid: int, one: Any) -> Any:
+    """``one(pid)`` summed over ``pid`` and its descendants (one that exits meanwhile counts 0)."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            total += one(p)
+        except OSError:
+            pass
+    return total
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its descendants so far."""
+
+    def cpu(p: int) -> float:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    return _summed(pid, cpu)
+
+
+def _cpu_ticks(root: int) -> dict[str, float]:
+    """CPU seconds (user + system, ``/proc/<pid>/stat``) of ``root``'s main thread (``loop``),
+    of ``root`` (``process``) and of its descendants (``children``); ``{}`` where ``/proc`` is
+    missing (not Linux) or ``root`` has exited."""
+
+    def stat(path: str) -> float:
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     try:
-        stats = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-                except (OSError, ValueError, IndexError):
-                    continue  # gone meanwhile, or not the layout this reads
-        with open(f"/proc/{root}/task/{root}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        loop = int(fields[11]) + int(fields[12])
+        loop, process = stat(f"/proc/{root}/task/{root}/stat"), stat(f"/proc/{root}/stat")
+        return {"loop": loop, "process": process, "children": _cpu_seconds(root) - process}
     except (OSError, ValueError, IndexError):
         return {}
-    family, grew = {root}, True
-    while grew:
-        grew = False
-        for pid, (parent, _) in stats.items():
-            if parent in family and pid not in family:
-                family.add(pid)
-                grew = True
-    return {"loop": loop, "process": stats.get(root, (0, 0))[1],
-            "children": sum(stats[pid][1] for pid in family - {root} if pid in stats)}
 
 
 def _measure(
@@ -260,7 +286,6 @@ def _measure(
     (this process: the client side of the loopback connections) and the event loop's thread."""
     warm = max(50, len(requests) // 10)
     asyncio.run(load(port, requests[:warm], connections))
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     before = {role: _cpu_ticks(pid) for role, pid in (cpu_of or {}).items()}
     client_before = time.process_time()
 
@@ -297,7 +322,7 @@ def _measure(
         if not after or not before[role]:
             cpu = {}
             break
-        per = 1e6 / tick / max(1, len(lat))
+        per = 1e6 / max(1, len(lat))
         if role == "server":
             cpu["loop"] = (after["loop"] - before[role]["loop"]) * per
             cpu["server"] = (after["process"] - before[role]["process"]) * per

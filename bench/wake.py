@@ -37,14 +37,22 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # bench/queue.py would shadow the stdlib ``queue``: take this folder off the path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import _configure, _port, _read_response, _start, checkout_env, github_requests
+from bench.ingest import (
+    _configure,
+    _cpu_seconds,
+    _port,
+    _read_response,
+    _start,
+    _summed,
+    checkout_env,
+    github_requests,
+)
 
 NUMBER = re.compile(r"Bench issue (\d+)")
 
@@ -62,34 +70,6 @@ def _token(home: Path) -> str:
         hub.close()
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its live descendants. Each thread has its own children list: the processing
-    process is started by serve's supervisor thread, so the main thread's list alone misses it."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        for child in children:
-            try:
-                found.extend(_tree(int(child)))
-            except OSError:  # it exited meanwhile
-                pass
-    return found
-
-
-def _summed(pid: int, one: Any) -> Any:
-    """``one(pid)`` summed over ``pid`` and its descendants (one that exits meanwhile counts 0)."""
-    total = 0
-    for p in _tree(pid):
-        try:
-            total += one(p)
-        except OSError:
-            pass
-    return total
-
-
 def _rss_kib(pid: int) -> int:
     """RSS of ``pid`` and its descendants (embedded mode's processing process, issue 11), KiB."""
 
@@ -98,16 +78,6 @@ def _rss_kib(pid: int) -> int:
         return sum(int(line.split()[1]) for line in lines if line.startswith("VmRSS:"))
 
     return _summed(pid, rss)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) of ``pid`` and its descendants so far."""
-
-    def cpu(p: int) -> float:
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    return _summed(pid, cpu)
 
 
 def _settle(procs: list[subprocess.Popen[bytes]], window: float = 0.5, timeout: float = 60.0) -> None:
