@@ -26,7 +26,7 @@ from switchboard.models.sessions import AgentEvent, AgentSession
 from switchboard.models.sources import Delivery, Source, SourceSecret
 from switchboard.models.stamps import ChangeStamp
 from switchboard.models.web import LoginLink, WebSession
-from switchboard.models.work import Attempt, FeedEvent, Todo, in_state
+from switchboard.models.work import Attempt, FeedEvent, Todo, in_state, still_in_state
 
 metadata = SQLModel.metadata
 
@@ -60,4 +60,5 @@ __all__ = [
     "WebSession",
     "in_state",
     "metadata",
+    "still_in_state",
 ]

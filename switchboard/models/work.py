@@ -31,6 +31,26 @@ def in_state(column: Any, state: str) -> Any:
     return column == sa.literal_column(f"'{state}'")
 
 
+def still_in_state(column: Any, state: str) -> Any:
+    """The state check of a conditional update on a row named by its primary key
+    (``WHERE id = :id AND <this>``), written so that no partial index of ``todos`` can serve it.
+
+    Issue 11: on PostgreSQL with statistics older than the table's contents (a burst after a
+    quiet period, before autovacuum's ANALYZE), ``id = $1 AND state = 'claimed'`` was planned as a
+    scan of ``ix_todos_lease`` filtered by id (every claimed row read to complete one: 904
+    buffers with 1,000 claimed), and a claim as a scan of ``ix_todos_ring`` (2,000 pending rows
+    read per claim). A partial index serves only a WHERE that repeats its predicate
+    (``state = '<state>'``); ``coalesce(state, '') = '<state>'`` does not, so the primary key
+    is the one index left. Same meaning: ``state`` is never null.
+
+    Raises:
+        ValueError: ``state`` is not one of :data:`TODO_STATES` (a programming error).
+    """
+    if state not in TODO_STATES:
+        raise ValueError(f"unknown todo state {state!r}")
+    return sa.func.coalesce(column, sa.literal_column("''")) == sa.literal_column(f"'{state}'")
+
+
 class Todo(SQLModel, table=True):
     """A unit of work in a project's named queue (DESIGN.md §6.2).
 

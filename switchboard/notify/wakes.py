@@ -26,7 +26,7 @@ from sqlalchemy import bindparam, func, or_, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock
-from switchboard.models import AgentSession, Grant, Project, Source, Todo, in_state
+from switchboard.models import AgentSession, Grant, Project, Source, Todo, in_state, still_in_state
 from switchboard.notify import sessions
 from switchboard.prepared import Prepared
 from switchboard.text import readable
@@ -140,10 +140,11 @@ _TODOS = Todo.__table__  # type: ignore[attr-defined]
 
 def _ring_update(*conditions: Any) -> Prepared:
     """``UPDATE todos SET rung_at = :b_now, ring_count = ring_count + 1 WHERE id = :b_id AND
-    state = 'pending' AND <conditions> RETURNING id``: claims one due todo for this pass."""
+    state = 'pending' AND <conditions> RETURNING id``: claims one due todo for this pass (the
+    state check by :func:`~switchboard.models.still_in_state`, so the primary key finds the row)."""
     return Prepared(
         update(_TODOS)
-        .where(_TODOS.c.id == bindparam("b_id"), _TODOS.c.state == "pending", *conditions)
+        .where(_TODOS.c.id == bindparam("b_id"), still_in_state(_TODOS.c.state, "pending"), *conditions)
         .values(rung_at=bindparam("b_now", type_=_TODOS.c.rung_at.type), ring_count=_TODOS.c.ring_count + 1)
         .returning(_TODOS.c.id), [_TODOS.c.id])
 

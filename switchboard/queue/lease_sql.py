@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import bindparam, func, insert, select, update
 
 from switchboard.feed.events import FEED
-from switchboard.models import Attempt, Todo, in_state
+from switchboard.models import Attempt, Todo, in_state, still_in_state
 from switchboard.prepared import Prepared
 
 TODOS = Todo.__table__  # type: ignore[attr-defined]
@@ -56,7 +56,7 @@ def claim_statement(by_id: bool, with_queue: bool, is_postgres: bool, sql_now: b
             target = pick.scalar_subquery()
         stmt = (
             update(TODOS)
-            .where(TODOS.c.id == target, in_state(TODOS.c.state, "pending"))
+            .where(TODOS.c.id == target, still_in_state(TODOS.c.state, "pending"))
             .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
             .values(state="claimed", claimed_by=agent, lease_token=bindparam("b_token"),
                     lease_session=bindparam("b_session", type_=TODOS.c.lease_session.type),
@@ -82,7 +82,7 @@ def complete_statement(fence: str, sql_now: bool = False) -> Any:
         now = SQL_NOW if sql_now else bindparam("b_now", type_=TODOS.c.updated_at.type)
         stmt = (
             update(TODOS)
-            .where(TODOS.c.id == bindparam("b_id"), in_state(TODOS.c.state, "claimed"),
+            .where(TODOS.c.id == bindparam("b_id"), still_in_state(TODOS.c.state, "claimed"),
                    TODOS.c.claimed_by == bindparam("b_agent"), TODOS.c.lease_expires_at > now,
                    TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)))
             .values(state="done", result=bindparam("b_result", type_=TODOS.c.result.type), lease_token=None,

@@ -31,7 +31,7 @@ from switchboard.clock import Clock, SystemClock, iso
 from switchboard.db import AUTOCOMMIT
 from switchboard.errors import Conflict, Forbidden, InvalidArgument
 from switchboard.feed import events as feed
-from switchboard.models import Attempt, Todo, in_state
+from switchboard.models import Attempt, Todo, in_state, still_in_state
 from switchboard.models.base import new_id
 from switchboard.queue.lease_sql import (
     END_ATTEMPT,
@@ -235,7 +235,7 @@ def _transition(session: Session, todo: Todo, **values: Any) -> None:
     """Apply ``values`` only if the row is still the claim we read (fence against races)."""
     result = session.execute(
         update(Todo)
-        .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
+        .where(Todo.id == todo.id, still_in_state(Todo.state, "claimed"), Todo.lease_token == todo.lease_token)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -373,7 +373,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
         dead = failures >= todo.max_attempts
         moved = session.execute(
             update(Todo)
-            .where(Todo.id == todo.id, Todo.state == "claimed", Todo.lease_token == todo.lease_token)
+            .where(Todo.id == todo.id, still_in_state(Todo.state, "claimed"), Todo.lease_token == todo.lease_token)
             .values(state="failed" if dead else "pending", failure_count=failures, next_retry_at=None,
                     lease_token=None, lease_expires_at=None, claimed_by=None, lease_session=None, updated_at=now)
             .execution_options(synchronize_session=False)
@@ -399,7 +399,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     for todo_id in due_ids:
         moved = session.execute(
             update(Todo)
-            .where(Todo.id == todo_id, Todo.state == "failed", Todo.next_retry_at.is_not(None))  # type: ignore[union-attr]
+            .where(Todo.id == todo_id, still_in_state(Todo.state, "failed"), Todo.next_retry_at.is_not(None))  # type: ignore[union-attr]
             .values(state="pending", next_retry_at=None, updated_at=now)
             .execution_options(synchronize_session=False)
         )

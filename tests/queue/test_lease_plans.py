@@ -1,0 +1,160 @@
+"""Every conditional update of one todo finds it by its primary key, also when the planner's
+statistics are stale (issue 11, :func:`switchboard.models.still_in_state`).
+
+On PostgreSQL, after an ANALYZE that saw no claimed todos and a burst of claims since (a quiet
+period, then load; autovacuum's next ANALYZE comes later), ``UPDATE todos ... WHERE id = $1 AND
+state = 'claimed'`` was planned as a scan of the partial index ``ix_todos_lease`` filtered by id:
+every claimed row read to complete one (904 buffers with 1,000 claimed), and a claim's
+``WHERE id = (next) AND state = 'pending'`` as a scan of ``ix_todos_ring`` (1,999 rows removed by
+the filter). The statements are explained with the values they run with, as the database plans
+them (custom plans), on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, insert, update
+
+from switchboard import admin
+from switchboard.clock import utcnow
+from switchboard.config import Settings
+from switchboard.db import upgrade
+from switchboard.hub import Hub
+from switchboard.models import Todo
+from switchboard.models.base import new_id
+from switchboard.notify.wakes import _RING_AGAIN, _RING_FIRST
+from switchboard.prepared import Prepared
+from switchboard.queue import leases
+from switchboard.queue.lease_sql import claim_statement, complete_statement, pg_claim_recorded, pg_complete_recorded
+from tests.services import fresh_postgres_database
+
+PARTIAL_OR_RANGE = ("ix_todos_lease", "ix_todos_ring", "ix_todos_retry", "ix_todos_cancelled",
+                    "ix_todos_project_created")
+PENDING, CLAIMED = 1500, 1200
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
+    if request.param == "sqlite":
+        settings = Settings(home=tmp_path)
+    else:
+        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+    upgrade(settings)
+    h = Hub(settings, role="cli")
+    yield h
+    h.close()
+
+
+def _stale_queue(hub: Hub) -> tuple[str, dict[str, str], list[str], list[dict[str, Any]]]:
+    """1,500 pending todos, statistics gathered now, then 1,200 of them claimed."""
+    with hub.db.write() as s:
+        admin.add_human(s, "alice")
+        project = admin.add_project(s, "acme")
+        agent = admin.add_agent(s, "w0", "alice")
+        admin.grant(s, "w0", "acme", "work")
+        now = utcnow()
+        s.execute(insert(Todo), [
+            {"id": new_id("td"), "project_id": project.id, "queue": "load", "state": "pending", "kind": "load",
+             "title": "load", "priority": 0, "attempt_count": 0, "failure_count": 0, "max_attempts": 5,
+             "ring_count": 0, "created_at": now, "updated_at": now} for _ in range(PENDING)])
+        agent_id, grants = agent.id, admin.grants_of(s, agent.id)
+    with hub.db.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+    one = leases.one_statement(not hub.db.is_sqlite, hub.clock)
+    held = []
+    for _ in range(CLAIMED):
+        with hub.db.write(autocommit=one) as s:
+            held.append(leases.claim(s, hub.clock, agent_id, grants, project_ids=[project.id], queue="load",
+                                     is_postgres=not hub.db.is_sqlite))
+    return agent_id, grants, [project.id], held
+
+
+def _plan(hub: Hub, sql: str, values: Any) -> str:
+    explain = "EXPLAIN QUERY PLAN " if hub.db.is_sqlite else "EXPLAIN "
+    raw = hub.db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(explain + sql, values)
+        return "\n".join(" ".join(str(part) for part in r) for r in cursor.fetchall())
+    finally:
+        raw.rollback()
+        raw.close()
+
+
+def _prepared_plan(hub: Hub, prepared: Prepared, params: dict[str, Any]) -> str:
+    expanding = prepared.expanding
+    compiled = prepared._for(hub.db.engine.dialect, len(params[expanding]) if expanding else 0)  # noqa: SLF001
+    return _plan(hub, compiled.sql, compiled.parameters(params, expanding))
+
+
+def _by_primary_key(hub: Hub, plan: str) -> None:
+    key = "sqlite_autoindex_todos_1 (id=?)" if hub.db.is_sqlite else "todos_pkey"
+    assert key in plan, plan
+    assert not [name for name in PARTIAL_OR_RANGE if name in plan], plan
+
+
+def test_the_prepared_lease_and_ring_updates_find_the_todo_by_its_primary_key(hub: Hub) -> None:
+    agent_id, _, projects, held = _stale_queue(hub)
+    todo_id, token = held[600]["todo"]["id"], held[600]["lease_token"]
+    now = utcnow()
+    lease = {"b_agent": agent_id, "b_token": "t", "b_session": None, "b_now": now,
+             "b_expires": now + timedelta(seconds=300)}
+    plans = {
+        "claim next": _prepared_plan(hub, claim_statement(False, True, not hub.db.is_sqlite),
+                                     {**lease, "b_projects": projects, "b_queue": "load"}),
+        "claim by id": _prepared_plan(hub, claim_statement(True, False, not hub.db.is_sqlite),
+                                      {**lease, "b_id": todo_id}),
+        "complete": _prepared_plan(hub, complete_statement("token"),
+                                   {"b_id": todo_id, "b_agent": agent_id, "b_projects": projects, "b_result": None,
+                                    "b_now": now, "b_token": token}),
+        "ring first": _prepared_plan(hub, _RING_FIRST, {"b_id": todo_id, "b_now": now}),
+        "ring again": _prepared_plan(hub, _RING_AGAIN, {"b_id": todo_id, "b_now": now, "b_was": now}),
+    }
+    if not hub.db.is_sqlite:
+        plans["claim next, one statement"] = _prepared_plan(
+            hub, pg_claim_recorded(True), {"b_agent": agent_id, "b_token": "t", "b_session": None, "b_secs": 300,
+                                           "b_projects": projects, "b_queue": "load", "b_attempt": new_id("att"),
+                                           "b_created": now})
+        plans["complete, one statement"] = _prepared_plan(
+            hub, pg_complete_recorded("token"), {"b_id": todo_id, "b_agent": agent_id, "b_projects": projects,
+                                                 "b_result": None, "b_token": token, "b_created": now})
+    for name, plan in plans.items():
+        print(name, plan, sep="\n")
+        _by_primary_key(hub, plan)
+
+
+def test_the_orm_lease_updates_find_the_todo_by_its_primary_key(hub: Hub) -> None:
+    """Heartbeat, fail and release (``_transition``), the reaper's expiry and its retry."""
+    agent_id, grants, _, held = _stale_queue(hub)
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE TODOS"):
+            seen.append((statement, parameters))
+
+    event.listen(hub.db.engine, "before_cursor_execute", capture)
+    try:
+        for op, entry in ((leases.heartbeat, held[0]), (leases.fail, held[1]), (leases.release, held[2])):
+            with hub.db.write() as s:
+                op(s, hub.clock, agent_id, grants, todo_id=entry["todo"]["id"], lease_token=entry["lease_token"])
+        past = utcnow() - timedelta(hours=1)
+        with hub.db.write() as s:  # one lease expired, the failed todo due for its retry
+            s.execute(update(Todo).where(Todo.id == held[3]["todo"]["id"]).values(lease_expires_at=past))
+            s.execute(update(Todo).where(Todo.id == held[1]["todo"]["id"]).values(next_retry_at=past))
+        del seen[-2:]
+        with hub.db.write() as s:
+            counts, _ = leases.reap(s, hub.clock)
+        assert counts["expired"] == 1 and counts["retried"] == 1, counts
+    finally:
+        event.remove(hub.db.engine, "before_cursor_execute", capture)
+    assert len(seen) == 5, [sql for sql, _ in seen]
+    for sql, parameters in seen:
+        plan = _plan(hub, sql, parameters)
+        print(sql, plan, sep="\n")
+        _by_primary_key(hub, plan)
