@@ -14,7 +14,7 @@ import secrets as pysecrets
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from switchboard.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
@@ -30,6 +30,7 @@ from switchboard.models import (
     SourceSecret,
     Token,
 )
+from switchboard.prepared import Prepared
 from switchboard.sources import SourceAdapter, adapter_for
 
 ROLES = ("read", "work")
@@ -255,10 +256,15 @@ def grant(session: Session, agent_name: str, project_name: str, role: str) -> Gr
     return row
 
 
-def grants_of(session: Session, agent_id: str) -> dict[str, str]:
-    """``{project_id: role}`` for an agent."""
-    rows = session.execute(select(Grant.project_id, Grant.role).where(Grant.agent_id == agent_id)).all()
-    return {pid: role for pid, role in rows}
+def grants_of(session: Any, agent_id: str) -> dict[str, str]:
+    """``{project_id: role}`` for an agent. ``session``: an ORM session, or a
+    :func:`switchboard.direct.write` (the read is prepared: every agent tool call makes it)."""
+    return {row["project_id"]: row["role"] for row in _GRANTS_OF.run(session, {"b_agent": agent_id})}
+
+
+_GRANTS = Grant.__table__  # type: ignore[attr-defined]
+_GRANTS_OF = Prepared(select(_GRANTS.c.project_id, _GRANTS.c.role).where(_GRANTS.c.agent_id == bindparam("b_agent")),
+                      [_GRANTS.c.project_id, _GRANTS.c.role])
 
 
 def source_secrets(session: Session, source_id: str, now: object) -> list[str]:

@@ -85,7 +85,7 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
     def _on_begin(conn: sa.Connection) -> None:
         # On the DBAPI connection: SQLAlchemy's execution path cost about a tenth of a claim's
         # time under the writer lock (issue 11). A driver error is wrapped as SQLAlchemy's, so a
-        # locked database still becomes the 503 of _translate_driver_errors.
+        # locked database still becomes the 503 of translate_driver_errors.
         try:
             conn.connection.dbapi_connection.execute(begin)  # type: ignore[union-attr]
         except sqlite3.Error as exc:
@@ -108,7 +108,7 @@ def _pg_engine(url: str, autocommit: bool = False, disconnects: list[float] | No
     then; one idle longer (a server restart, an idle timeout) is pinged first, and a dead one is
     replaced before the caller sees it (SQLAlchemy's "pessimistic" recipe: the ``checkout`` event
     raising ``DisconnectionError``). A connection that dies within that second fails its one
-    statement (a 503, see :func:`_translate_driver_errors`) and SQLAlchemy invalidates the pool.
+    statement (a 503, see :func:`translate_driver_errors`) and SQLAlchemy invalidates the pool.
 
     Args:
         url: the PostgreSQL URL.
@@ -248,9 +248,11 @@ class Database:
             self.read_engine = self.engine
         # PostgreSQL: a pool of its own whose connections stay in autocommit, each statement its
         # own transaction (see write(autocommit=True)); SQLite does not use it.
-        self._autocommit_engine = self.engine if self.is_sqlite else _pg_engine(
+        self.autocommit_engine = self.engine if self.is_sqlite else _pg_engine(
             settings.database_url, autocommit=True, disconnects=disconnects)
-        self._write_lock = threading.Lock() if self.is_sqlite else None
+        self.write_lock = threading.Lock() if self.is_sqlite else None
+        """SQLite: this process's writers queue here before the writer lock file (:meth:`flocked`)."""
+        self._direct: tuple[int, sa.Connection] | None = None
         self._flock_path: str | None = None
         self._flock_fd: int | None = None
         self._flock_pid = 0
@@ -282,7 +284,7 @@ class Database:
         """Every engine of this database, each once: the writer's, the readers' (SQLite) and the
         autocommit one (PostgreSQL). Whatever rides on an engine's dialect (the vault key ring of
         :func:`switchboard.sealing.columns.attach`) goes on each."""
-        return list({id(e): e for e in (self.engine, self.read_engine, self._autocommit_engine)}.values())
+        return list({id(e): e for e in (self.engine, self.read_engine, self.autocommit_engine)}.values())
 
     @contextmanager
     def write(self, autocommit: bool = False) -> Iterator[Session]:
@@ -299,10 +301,10 @@ class Database:
         Raises:
             DependencyUnavailable: when the database cannot be reached.
         """
-        lock = self._write_lock
+        lock = self.write_lock
         if lock is None:
-            engine = self._autocommit_engine if autocommit else self.engine  # PostgreSQL: both set
-            with _translate_driver_errors():
+            engine = self.autocommit_engine if autocommit else self.engine  # PostgreSQL: both set
+            with translate_driver_errors():
                 with Session(engine, expire_on_commit=False, info={AUTOCOMMIT: autocommit}) as session:
                     with session.begin():
                         yield session
@@ -312,33 +314,54 @@ class Database:
         # the session are ready before the cross-process flock is taken, and the flock is given
         # back right after COMMIT: only the transaction itself runs under it (issue 11).
         with lock:
-            with _translate_driver_errors():
+            with translate_driver_errors():
                 conn = self.engine.connect()
             try:
                 with Session(bind=conn, expire_on_commit=False) as session:
-                    fd = None
-                    try:
-                        try:
-                            fd = self._writer_fd()
-                            if fd is not None:
-                                fcntl.flock(fd, fcntl.LOCK_EX)
-                        except OSError:
-                            fd = None  # no lock file (read-only folder): SQLite's busy timeout still applies
-                        with _translate_driver_errors(), session.begin():
-                            yield session
-                    finally:
-                        if fd is not None:
-                            try:
-                                fcntl.flock(fd, fcntl.LOCK_UN)
-                            except OSError:
-                                pass  # dispose() closed the file meanwhile, which gave the lock back
+                    with self.flocked(), translate_driver_errors(), session.begin():
+                        yield session
             finally:
                 conn.close()
 
     @contextmanager
+    def flocked(self) -> Iterator[None]:
+        """SQLite: hold the cross-process writer lock file (``flock``) until the block ends. The
+        caller holds :attr:`write_lock` already. Without a lock file (in memory, a read-only
+        folder) SQLite's busy timeout still applies."""
+        fd = None
+        try:
+            fd = self._writer_fd()
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            fd = None
+        try:
+            yield
+        finally:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                except OSError:
+                    pass  # dispose() closed the file meanwhile, which gave the lock back
+
+    def direct_connection(self) -> sa.Connection:
+        """SQLite: this process's connection for :mod:`switchboard.direct` writes, opened once and
+        kept (its page cache stays warm); use it only under :attr:`write_lock`."""
+        if self._direct is None or self._direct[0] != os.getpid():
+            with translate_driver_errors():
+                self._direct = (os.getpid(), self.engine.connect())
+        return self._direct[1]
+
+    def drop_direct_connection(self) -> None:
+        """Close and forget :meth:`direct_connection` (after a failure left it unusable)."""
+        if self._direct is not None and self._direct[0] == os.getpid():
+            self._direct[1].close()
+        self._direct = None
+
+    @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only session (deferred transaction on SQLite)."""
-        with _translate_driver_errors():
+        with translate_driver_errors():
             with Session(self.read_engine, expire_on_commit=False) as session:
                 yield session
 
@@ -350,11 +373,12 @@ class Database:
         if self._flock_fd is not None and self._flock_pid == os.getpid():
             os.close(self._flock_fd)
         self._flock_fd = None
+        self.drop_direct_connection()
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
-        if self._autocommit_engine is not self.engine:
-            self._autocommit_engine.dispose()
+        if self.autocommit_engine is not self.engine:
+            self.autocommit_engine.dispose()
 
 
 _FAILURE_LOG_SECONDS = 10.0
@@ -362,7 +386,7 @@ _failure_logged = [0.0]
 
 
 @contextmanager
-def _translate_driver_errors() -> Iterator[None]:
+def translate_driver_errors() -> Iterator[None]:
     """Driver and pool failures become :class:`DependencyUnavailable` (a retryable 503).
 
     Its message is what callers see (webhook senders, agents, REST clients), so it names no
@@ -385,7 +409,7 @@ def _translate_driver_errors() -> Iterator[None]:
 
 def unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` is the database being unreachable rather than anything about the work: a
-    :class:`DependencyUnavailable` (from :func:`_translate_driver_errors`) caused by a lost or
+    :class:`DependencyUnavailable` (from :func:`translate_driver_errors`) caused by a lost or
     refused connection, a server shutting down, an exhausted pool, or SQLite's lock held past
     the busy timeout. Processing does not count such a failure against a delivery."""
     if not isinstance(exc, DependencyUnavailable):

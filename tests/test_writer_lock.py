@@ -64,7 +64,7 @@ def test_an_error_in_the_body_rolls_back_and_gives_everything_back(tmp_path: Pat
     with pytest.raises(RuntimeError), db.write() as s:
         s.execute(sa.text("INSERT INTO t VALUES (1)"))
         raise RuntimeError("boom")
-    assert db._write_lock is not None and not db._write_lock.locked()
+    assert db.write_lock is not None and not db.write_lock.locked()
     assert db.engine.pool.checkedout() == 0
     fd = os.open(str(tmp_path / "switchboard.db-writer.lock"), os.O_RDWR)
     try:
@@ -99,7 +99,7 @@ def test_a_database_locked_by_a_process_without_our_lock_is_a_503_and_gives_ever
         other.execute("ROLLBACK")
         other.close()
     assert "the database failed: database is locked" in caplog.text  # the reason, for the operator
-    assert db._write_lock is not None and not db._write_lock.locked()
+    assert db.write_lock is not None and not db.write_lock.locked()
     assert db.engine.pool.checkedout() == 0
     with db.write() as s:  # the lock is free again: writes go on
         s.execute(sa.text("INSERT INTO t VALUES (2)"))

@@ -18,7 +18,7 @@ from tests.test_writer_lock import _db, _flock_free
 
 
 def _everything_given_back(db: Database, tmp_path: Path) -> None:
-    assert db._write_lock is not None and not db._write_lock.locked()
+    assert db.write_lock is not None and not db.write_lock.locked()
     assert db.engine.pool.checkedout() == 0
     assert _flock_free(tmp_path)
 

@@ -76,13 +76,24 @@ def _mark_feed_write(conn: sa.Connection, cursor: object, statement: str, *args:
         _marks.feed = True
 
 
-@event.listens_for(Session, "after_commit")
-def _ring_after_commit(session: Session) -> None:
+def committed() -> None:
+    """This thread's transaction committed: ring the bell if it wrote a feed event. ORM sessions
+    call it from their ``after_commit``; :mod:`switchboard.direct` after its own COMMIT."""
     if getattr(_marks, "feed", False):
         _marks.feed = False
         BELL.ring()
 
 
+def rolled_back() -> None:
+    """This thread's transaction rolled back: forget its feed writes (no bell)."""
+    _marks.feed = False
+
+
+@event.listens_for(Session, "after_commit")
+def _ring_after_commit(session: Session) -> None:
+    committed()
+
+
 @event.listens_for(Session, "after_rollback")
 def _clear_after_rollback(session: Session) -> None:
-    _marks.feed = False
+    rolled_back()

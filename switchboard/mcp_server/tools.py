@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from switchboard import admin, paging
+from switchboard import admin, direct, paging
 from switchboard.errors import InvalidArgument
 from switchboard.feed import pages as feed_pages
 from switchboard.feed.events import KINDS as FEED_KINDS
@@ -120,14 +120,18 @@ def _render_payload(r: dict[str, Any]) -> str:
 def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     if "todo_id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
-    # Next in queue on PostgreSQL: one statement, run without BEGIN/COMMIT round trips (issue 11).
+    # Next in queue on PostgreSQL: one statement, run without BEGIN/COMMIT round trips; and
+    # without an ORM session around it (switchboard.direct; a claim by id needs one) (issue 11).
     one = leases.one_statement(not hub.db.is_sqlite, hub.clock, by_id="todo_id" in args)
-    with hub.db.write(autocommit=one) as s:
+
+    def claim(s: Any) -> dict[str, Any]:
         grants = admin.grants_of(s, caller.agent_id)
-        claimed = leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
-                               project=args.get("project"), queue=args.get("queue"),
-                               lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
-                               is_postgres=not hub.db.is_sqlite, session_key=caller.session_key)
+        return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
+                            project=args.get("project"), queue=args.get("queue"),
+                            lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
+                            is_postgres=not hub.db.is_sqlite, session_key=caller.session_key)
+
+    claimed = direct.run(hub.db, claim, autocommit=one)
     if "todo" in claimed:
         payloads.bound(claimed["todo"], hub.settings.payload_budget_bytes)
     return claimed
@@ -145,15 +149,21 @@ def _held_op(op: Callable[..., dict[str, Any]], *names: str,
              one_statement: bool = False) -> Callable[[Hub, Caller, dict[str, Any]], dict[str, Any]]:
     """A tool handler running lease operation ``op`` with ``todo_id``, ``lease_token`` and ``names``;
     ``one_statement``: ``op`` writes one statement where :func:`leases.one_statement` says so
-    (``complete``), and then runs without BEGIN/COMMIT round trips."""
+    (``complete``), and then runs without BEGIN/COMMIT round trips; it runs in a direct write
+    (:func:`switchboard.direct.run`: prepared statements, no ORM session) unless it needs one."""
 
     def handler(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         extra = {name: args[name] for name in names if name in args}
-        autocommit = one_statement and leases.one_statement(not hub.db.is_sqlite, hub.clock)
-        with hub.db.write(autocommit=autocommit) as s:
+
+        def run(s: Any) -> dict[str, Any]:
             grants = admin.grants_of(s, caller.agent_id)
             return op(s, hub.clock, caller.agent_id, grants, todo_id=args["todo_id"],
                       lease_token=args.get("lease_token"), session_key=caller.session_key, **extra)
+
+        if not one_statement:
+            with hub.db.write() as s:
+                return run(s)
+        return direct.run(hub.db, run, autocommit=leases.one_statement(not hub.db.is_sqlite, hub.clock))
 
     return handler
 

@@ -29,6 +29,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock, SystemClock, iso
 from switchboard.db import AUTOCOMMIT
+from switchboard.direct import DirectWrite, SessionNeeded
 from switchboard.errors import Conflict, Forbidden, InvalidArgument
 from switchboard.feed import events as feed
 from switchboard.models import Attempt, Todo, in_state, still_in_state
@@ -122,6 +123,9 @@ def claim(
     times come from the database's ``now()`` (:func:`lease_now`), read inside that UPDATE (and
     inside :func:`complete`'s) rather than by a ``SELECT now()`` first.
 
+    ``session`` may be a :func:`switchboard.direct.write` for a next-in-queue claim with the
+    project ids resolved (a claim by id raises :class:`~switchboard.direct.SessionNeeded`).
+
     Args:
         session_key: the claiming session (MCP session, adapter session, REST caller); the
             lease is bound to it for operations without ``lease_token``.
@@ -138,6 +142,8 @@ def claim(
         Conflict: the todo is not pending, or another session of this agent holds it.
     """
     check_lease_seconds(lease_seconds)
+    if todo_id is not None and isinstance(session, DirectWrite):
+        raise SessionNeeded  # a claim by id reads the todo first (why not, or already held)
     # Next in queue on PostgreSQL with the system clock: the UPDATE reads now() itself.
     sql_now = todo_id is None and _db_clock(session, clock)
     if not sql_now:
@@ -268,7 +274,8 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
     """Mark a held todo ``done`` (attempt outcome ``completed``).
 
     The common case is one conditional ``UPDATE ... RETURNING``; only when it matches nothing
-    is the todo read to say why.
+    is the todo read to say why (in a :func:`switchboard.direct.write`, by raising
+    :class:`~switchboard.direct.SessionNeeded` for :func:`switchboard.direct.run` to ask again).
 
     Raises:
         NotFound: unknown or unreadable todo. Forbidden: read-only grant.
@@ -295,6 +302,8 @@ def complete(session: Session, clock: Clock, agent_id: str, grants: dict[str, st
         found = complete_statement(fence, sql_now).run(session, params) if work else []
     done = found[0] if found else None
     if done is None:
+        if isinstance(session, DirectWrite):
+            raise SessionNeeded  # nothing written: direct.run asks again in a session, which says why
         # Raises the precise error (_held reads the lease clock itself on the sql_now path).
         _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, params.get("b_now"))
         raise Conflict("the todo changed meanwhile; read it again")

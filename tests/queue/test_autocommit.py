@@ -243,7 +243,7 @@ def test_a_claim_that_finds_the_pool_exhausted_is_a_retryable_dependency_error(
         create(s, hub.clock, project_id=project_id, queue="other", kind="task", title="t", payload=None)
     tokens = {tid: call_tool(hub, caller, "todo_claim", {"todo_id": tid}, with_trailer=False)
               ["structuredContent"]["lease_token"] for tid in held}
-    monkeypatch.setattr(hub.db._autocommit_engine.pool, "_timeout", 0.5)
+    monkeypatch.setattr(hub.db.autocommit_engine.pool, "_timeout", 0.5)
     locker = psycopg.connect(_psycopg_url(hub))  # a long transaction holds the ten todos' rows
     locker.execute("SELECT id FROM todos WHERE id = ANY(%s) FOR UPDATE", (held,))
     completes = [threading.Thread(target=call_tool, args=(
@@ -252,7 +252,7 @@ def test_a_claim_that_finds_the_pool_exhausted_is_a_retryable_dependency_error(
     try:
         for t in completes:
             t.start()
-        wait_for(lambda: hub.db._autocommit_engine.pool.checkedout() == len(held), timeout=10)
+        wait_for(lambda: hub.db.autocommit_engine.pool.checkedout() == len(held), timeout=10)
         result = call_tool(hub, caller, "todo_claim", {"project": "acme", "queue": "other"}, with_trailer=False)
     finally:
         locker.rollback()
@@ -291,5 +291,5 @@ def test_every_engine_of_the_database_carries_the_vault_key_ring(pg_hub: Hub) ->
     from switchboard.sealing.columns import dialect_ring
 
     engines = pg_hub.db.engines()
-    assert len(engines) == 2 and pg_hub.db._autocommit_engine in engines
+    assert len(engines) == 2 and pg_hub.db.autocommit_engine in engines
     assert all(dialect_ring(e.dialect) is not None for e in engines)

@@ -1,0 +1,178 @@
+"""Direct writes (:mod:`switchboard.direct`, issue 11): prepared statements in a write transaction
+without an ORM session, on SQLite and PostgreSQL. They keep what ``Database.write`` keeps: the
+one-writer rule, all-or-nothing, the feed bell after the commit only, and the precise error of
+a refused lease operation (asked again in a session)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import func, select
+
+from switchboard import admin, direct
+from switchboard.errors import Conflict
+from switchboard.feed import bell
+from switchboard.hub import Hub
+from switchboard.models import Agent, Attempt, FeedEvent, Todo
+from switchboard.queue import leases
+from switchboard.queue.todos import create
+from tests.queue.conftest import configured_hub, settings_for
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
+    """A configured hub with the system clock (on PostgreSQL a claim-next is one statement)."""
+    with configured_hub(settings_for(request, tmp_path, request.param)) as h:
+        yield h
+
+
+def _agent(hub: Hub) -> tuple[str, dict[str, str], str]:
+    with hub.db.read() as s:
+        agent = s.execute(select(Agent)).scalars().one()
+        project_id = str(s.execute(sa.text("SELECT id FROM projects")).scalar_one())
+        return agent.id, admin.grants_of(s, agent.id), project_id
+
+
+def _todo(hub: Hub, project_id: str) -> str:
+    with hub.db.write() as s:
+        todo, _ = create(s, hub.clock, project_id=project_id, queue="q", kind="task", title="t", payload=None)
+        return todo.id
+
+
+def _one(hub: Hub) -> bool:
+    return leases.one_statement(not hub.db.is_sqlite, hub.clock)
+
+
+def _claim(write: Any, hub: Hub, agent_id: str, grants: dict[str, str], **kw: Any) -> dict[str, Any]:
+    return leases.claim(write, hub.clock, agent_id, grants, project="acme", queue="q",
+                        is_postgres=not hub.db.is_sqlite, **kw)
+
+
+def test_claim_and_complete_write_the_todo_attempt_and_events_and_ring_the_bell_after_commit(
+        hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    rings: list[int] = []
+    monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
+    with direct.write(hub.db, autocommit=_one(hub)) as w:
+        claimed = _claim(w, hub, agent_id, grants)
+        assert rings == []  # not before the commit
+    assert rings == [1] and claimed["todo"]["id"] == todo_id
+    done = direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=todo_id, result={"ok": 1},
+                      lease_token=claimed["lease_token"], autocommit=_one(hub))
+    assert done["state"] == "done" and rings == [1, 1]
+    with hub.db.read() as s:
+        attempt = s.execute(select(Attempt).where(Attempt.todo_id == todo_id)).scalars().one()
+        kinds = s.execute(select(FeedEvent.kind).where(FeedEvent.subject_id == todo_id)
+                          .order_by(FeedEvent.id)).scalars().all()  # type: ignore[arg-type]
+        todo = s.get(Todo, todo_id)
+    assert attempt.outcome == "completed" and attempt.ended_at is not None
+    assert kinds == ["todo.created", "todo.claimed", "todo.completed"]
+    assert todo is not None and todo.result == {"ok": 1}
+
+
+def test_an_error_rolls_back_everything_and_rings_nothing(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    rings: list[int] = []
+    monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
+    # Three statements in one transaction (SQLite; PostgreSQL with autocommit off).
+    with pytest.raises(RuntimeError, match="after the claim"), direct.write(hub.db) as w:
+        _claim(w, hub, agent_id, grants)
+        raise RuntimeError("after the claim")
+    assert rings == []
+    with hub.db.read() as s:
+        todo = s.get(Todo, todo_id)
+        attempts = s.execute(select(func.count()).select_from(Attempt)).scalar_one()
+        claimed_events = s.execute(select(func.count()).select_from(FeedEvent)
+                                   .where(FeedEvent.kind == "todo.claimed")).scalar_one()
+    assert todo is not None and todo.state == "pending" and todo.attempt_count == 0
+    assert attempts == 0 and claimed_events == 0
+    # The connection is fine afterwards.
+    again = direct.run(hub.db, _claim, hub, agent_id, grants)
+    assert again["todo"]["id"] == todo_id and rings == [1]
+
+
+def test_a_refused_complete_is_asked_again_in_a_session_and_says_why(hub: Hub) -> None:
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    direct.run(hub.db, _claim, hub, agent_id, grants, autocommit=_one(hub))
+    with pytest.raises(Conflict, match="lease token is stale"):
+        direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=todo_id,
+                   lease_token="not-the-token", autocommit=_one(hub))
+    with pytest.raises(direct.SessionNeeded), direct.write(hub.db) as w:
+        leases.complete(w, hub.clock, agent_id, grants, todo_id=todo_id, lease_token="not-the-token")
+
+
+def test_a_claim_by_id_runs_in_a_session(hub: Hub) -> None:
+    agent_id, grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    claimed = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, todo_id=todo_id,
+                         is_postgres=not hub.db.is_sqlite, session_key="sk")
+    assert claimed["todo"]["id"] == todo_id and claimed["attempt"] == 1
+    again = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, todo_id=todo_id,
+                       is_postgres=not hub.db.is_sqlite, session_key="sk")
+    assert again["lease_token"] == claimed["lease_token"]  # idempotent, as in a session
+
+
+def test_direct_and_session_writes_of_one_process_take_turns(hub: Hub) -> None:
+    """Threads mixing both kinds of write: every todo claimed once (SQLite: one writer at a time)."""
+    agent_id, grants, project_id = _agent(hub)
+    ids = {_todo(hub, project_id) for _ in range(60)}
+    got: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker(use_direct: bool) -> None:
+        try:
+            while True:
+                if use_direct:
+                    claimed = direct.run(hub.db, _claim, hub, agent_id, grants, autocommit=_one(hub))
+                else:
+                    with hub.db.write() as s:
+                        claimed = _claim(s, hub, agent_id, grants)
+                if claimed.get("empty"):
+                    return
+                got.append(claimed["todo"]["id"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i % 2 == 0,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert sorted(got) == sorted(ids)
+
+
+def test_the_tools_claim_and_complete_through_direct_writes(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchboard.mcp_server.calls import call_tool
+    from switchboard.mcp_server.specs import Caller
+
+    agent_id, _grants, project_id = _agent(hub)
+    todo_id = _todo(hub, project_id)
+    with hub.db.read() as s:
+        agent = s.get(Agent, agent_id)
+        assert agent is not None
+        caller = Caller(agent.id, agent.name, agent.human_id, session_key="sk1")
+    writes: list[str] = []
+    real = direct.write
+
+    def counting(db: Any, autocommit: bool = False) -> Any:
+        writes.append("direct")
+        return real(db, autocommit)
+
+    monkeypatch.setattr(direct, "write", counting)
+    claimed = call_tool(hub, caller, "todo_claim", {"project": "acme"}, with_trailer=False)
+    assert not claimed["isError"], claimed
+    token = claimed["structuredContent"]["lease_token"]
+    stale = call_tool(hub, caller, "todo_complete", {"todo_id": todo_id, "lease_token": "nope"}, with_trailer=False)
+    assert stale["isError"] and "stale" in stale["content"][0]["text"]
+    done = call_tool(hub, caller, "todo_complete", {"todo_id": todo_id, "lease_token": token}, with_trailer=False)
+    assert not done["isError"] and done["structuredContent"]["state"] == "done"
+    assert writes == ["direct"] * 3
