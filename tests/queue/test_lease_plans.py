@@ -30,7 +30,12 @@ from switchboard.models.base import new_id
 from switchboard.notify.wakes import _RING_AGAIN, _RING_FIRST
 from switchboard.prepared import Prepared
 from switchboard.queue import leases
-from switchboard.queue.lease_sql import claim_statement, complete_statement, pg_claim_recorded, pg_complete_recorded
+from switchboard.queue.lease_sql import (
+    claim_statement,
+    complete_statement,
+    pg_claim_recorded,
+    pg_complete_recorded,
+)
 from tests.services import fresh_postgres_database
 
 PARTIAL_OR_RANGE = ("ix_todos_lease", "ix_todos_ring", "ix_todos_retry", "ix_todos_cancelled",
