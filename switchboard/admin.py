@@ -259,6 +259,8 @@ def grant(session: Session, agent_name: str, project_name: str, role: str) -> Gr
 def grants_of(session: Any, agent_id: str) -> dict[str, str]:
     """``{project_id: role}`` for an agent. ``session``: an ORM session, or a
     :func:`switchboard.direct.write` (the read is prepared: every agent tool call makes it)."""
+    if isinstance(session, Session):
+        session.flush()  # a grant added in this session counts (the ORM's autoflush)
     return {row["project_id"]: row["role"] for row in _GRANTS_OF.run(session, {"b_agent": agent_id})}
 
 

@@ -347,17 +347,23 @@ class Database:
     def direct_connection(self) -> sa.Connection:
         """SQLite: this process's connection for :mod:`switchboard.direct` writes, opened once and
         kept (its page cache stays warm); use it only under :attr:`write_lock`."""
-        if self._direct is None or self._direct[0] != os.getpid():
+        if self._direct is not None and self._direct[0] != os.getpid():
+            self.drop_direct_connection()
+        if self._direct is None:
             with translate_driver_errors():
                 self._direct = (os.getpid(), self.engine.connect())
         return self._direct[1]
 
     def drop_direct_connection(self) -> None:
-        """Close and forget :meth:`direct_connection` (after a failure left it unusable)."""
-        if self._direct is not None and self._direct[0] == os.getpid():
-            self._direct[1].close()
+        """Close and forget :meth:`direct_connection` (after a failure left it unusable). One
+        inherited across a fork is kept referenced and never closed: closing it, or letting the
+        pool take it back, would roll back the parent's SQLite handle from the child."""
+        if self._direct is not None:
+            if self._direct[0] == os.getpid():
+                self._direct[1].close()
+            else:
+                _INHERITED.append(self._direct[1])
         self._direct = None
-
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only session (deferred transaction on SQLite)."""
@@ -370,16 +376,30 @@ class Database:
         if self.checkpointer is not None:
             self.checkpointer.close()
             self.checkpointer = None
-        if self._flock_fd is not None and self._flock_pid == os.getpid():
-            os.close(self._flock_fd)
-        self._flock_fd = None
-        self.drop_direct_connection()
+        # A direct write running in another thread finishes first (up to DISPOSE_WAIT_SECONDS):
+        # closing its connection under it would roll it back half-done.
+        lock = self.write_lock if self._direct is not None and self._direct[0] == os.getpid() else None
+        held = lock is not None and lock.acquire(timeout=DISPOSE_WAIT_SECONDS)
+        try:
+            if self._flock_fd is not None and self._flock_pid == os.getpid():
+                os.close(self._flock_fd)
+            self._flock_fd = None
+            if lock is None or held:
+                self.drop_direct_connection()
+        finally:
+            if held:
+                lock.release()  # type: ignore[union-attr]
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()
         if self.autocommit_engine is not self.engine:
             self.autocommit_engine.dispose()
 
+
+DISPOSE_WAIT_SECONDS = 5.0
+"""How long :meth:`Database.dispose` waits for a direct write running in another thread."""
+_INHERITED: list[sa.Connection] = []
+"""Direct connections inherited across a fork (see :meth:`Database.drop_direct_connection`)."""
 
 _FAILURE_LOG_SECONDS = 10.0
 _failure_logged = [0.0]

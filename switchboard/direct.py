@@ -65,6 +65,17 @@ def _driver(dbapi: Any, sql: str, dialect: sa.Dialect) -> None:
         raise sa.exc.DBAPIError.instance(sql, (), exc, sqlite3.Error, dialect=dialect) from exc
 
 
+def _roll_back(db: Database, conn: sa.Connection, dbapi: Any) -> None:
+    """Roll back what is still open (SQLite may have rolled back itself, e.g. on a full disk);
+    a connection that cannot roll back is not used again."""
+    try:
+        if dbapi.in_transaction:
+            dbapi.execute("ROLLBACK")
+    except sqlite3.Error:
+        conn.invalidate()
+        db.drop_direct_connection()
+
+
 @contextmanager
 def write(db: Database, autocommit: bool = False) -> Iterator[DirectWrite]:
     """A write transaction for prepared statements only; commits on success, rolls back on error.
@@ -100,23 +111,13 @@ def write(db: Database, autocommit: bool = False) -> Iterator[DirectWrite]:
                 yield DirectWrite(conn, autocommit)
             except BaseException:
                 bell.rolled_back()
-                try:
-                    dbapi.execute("ROLLBACK")
-                except sqlite3.Error:
-                    conn.invalidate()  # a connection that cannot roll back is not used again
-                    db.drop_direct_connection()
+                _roll_back(db, conn, dbapi)
                 raise
             try:
                 _driver(dbapi, "COMMIT", conn.dialect)
             except BaseException:
                 bell.rolled_back()
-                if not dbapi.in_transaction:
-                    raise
-                try:
-                    dbapi.execute("ROLLBACK")
-                except sqlite3.Error:
-                    conn.invalidate()
-                    db.drop_direct_connection()
+                _roll_back(db, conn, dbapi)
                 raise
     bell.committed()
 

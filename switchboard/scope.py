@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import bindparam, select
+from sqlmodel import Session
 
 from switchboard.errors import Forbidden, NotFound
 from switchboard.models import Project
@@ -40,6 +41,8 @@ def resolve_projects(session: Any, grants: dict[str, str], project: str | None, 
     if project is None:
         wanted = [pid for pid, role in grants.items() if role == "work" or not need_work]
         return wanted
+    if isinstance(session, Session):
+        session.flush()  # a project added in this session counts (the ORM's autoflush)
     rows = _PROJECT_ID.run(session, {"b_project": project})
     found = rows[0]["id"] if rows else None
     if found is None or found not in grants:

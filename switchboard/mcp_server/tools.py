@@ -131,7 +131,11 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
                             lease_seconds=args.get("lease_seconds", leases.DEFAULT_LEASE_SECONDS),
                             is_postgres=not hub.db.is_sqlite, session_key=caller.session_key)
 
-    claimed = direct.run(hub.db, claim, autocommit=one)
+    if "todo_id" in args:  # it reads the todo first: an ORM session (direct.SessionNeeded)
+        with hub.db.write() as s:
+            claimed = claim(s)
+    else:
+        claimed = direct.run(hub.db, claim, autocommit=one)
     if "todo" in claimed:
         payloads.bound(claimed["todo"], hub.settings.payload_budget_bytes)
     return claimed

@@ -93,6 +93,10 @@ def test_an_error_rolls_back_everything_and_rings_nothing(hub: Hub, monkeypatch:
                                    .where(FeedEvent.kind == "todo.claimed")).scalar_one()
     assert todo is not None and todo.state == "pending" and todo.attempt_count == 0
     assert attempts == 0 and claimed_events == 0
+    # The rolled-back claim's feed write is forgotten: a later commit that writes no event rings nothing.
+    with direct.write(hub.db) as w:
+        assert admin.grants_of(w, agent_id) == grants
+    assert rings == []
     # The connection is fine afterwards.
     again = direct.run(hub.db, _claim, hub, agent_id, grants)
     assert again["todo"]["id"] == todo_id and rings == [1]
@@ -168,6 +172,9 @@ def test_the_tools_claim_and_complete_through_direct_writes(hub: Hub, monkeypatc
         return real(db, autocommit)
 
     monkeypatch.setattr(direct, "write", counting)
+    by_id = _todo(hub, project_id)
+    assert not call_tool(hub, caller, "todo_claim", {"todo_id": by_id}, with_trailer=False)["isError"]
+    assert writes == []  # a claim by id reads the todo first: a session, not a direct write and then one
     claimed = call_tool(hub, caller, "todo_claim", {"project": "acme"}, with_trailer=False)
     assert not claimed["isError"], claimed
     token = claimed["structuredContent"]["lease_token"]
@@ -176,3 +183,52 @@ def test_the_tools_claim_and_complete_through_direct_writes(hub: Hub, monkeypatc
     done = call_tool(hub, caller, "todo_complete", {"todo_id": todo_id, "lease_token": token}, with_trailer=False)
     assert not done["isError"] and done["structuredContent"]["state"] == "done"
     assert writes == ["direct"] * 3
+
+
+def test_sqlite_locked_past_the_busy_timeout_is_a_retryable_dependency_error(tmp_path: Path) -> None:
+    """Another connection holds SQLite's write lock (not through the writer lock file, as a tool
+    outside Switchboard would): BEGIN IMMEDIATE waits out the busy timeout, the caller gets the
+    503 of ``Database.write``, and every lock is given back."""
+    import sqlite3
+
+    from switchboard.config import Settings
+    from switchboard.errors import DependencyUnavailable
+
+    with configured_hub(Settings(home=tmp_path)) as hub:
+        agent_id, grants, project_id = _agent(hub)
+        todo_id = _todo(hub, project_id)
+        hub.db.direct_connection().connection.dbapi_connection.execute("PRAGMA busy_timeout=200")
+        other = sqlite3.connect(str(hub.settings.sqlite_path), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(DependencyUnavailable, match="unavailable"):
+                direct.run(hub.db, _claim, hub, agent_id, grants)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert hub.db.write_lock is not None and not hub.db.write_lock.locked()
+        claimed = direct.run(hub.db, _claim, hub, agent_id, grants)
+        assert claimed["todo"]["id"] == todo_id
+
+
+def test_dispose_waits_for_a_direct_write_in_another_thread(tmp_path: Path) -> None:
+    """Review: ``dispose`` closed the kept connection under a running direct write, which rolled
+    it back half-done; it now waits for the write to finish (SQLite)."""
+    from switchboard.config import Settings
+
+    with configured_hub(Settings(home=tmp_path)) as hub:
+        agent_id, grants, project_id = _agent(hub)
+        todo_id = _todo(hub, project_id)
+        disposer = threading.Thread(target=hub.db.dispose)
+        with direct.write(hub.db) as w:
+            claimed = _claim(w, hub, agent_id, grants)
+            disposer.start()
+            disposer.join(timeout=0.5)
+            assert disposer.is_alive()  # waiting for the write
+        disposer.join(timeout=10)
+        assert not disposer.is_alive()
+        with hub.db.read() as s:
+            todo = s.get(Todo, todo_id)
+            attempts = s.execute(select(func.count()).select_from(Attempt)).scalar_one()
+        assert todo is not None and todo.state == "claimed" and todo.lease_token == claimed["lease_token"]
+        assert attempts == 1
