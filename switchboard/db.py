@@ -84,14 +84,20 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         # On the DBAPI connection: SQLAlchemy's execution path cost about a tenth of a claim's
-        # time under the writer lock (issue 11). A driver error is wrapped as SQLAlchemy's, so a
-        # locked database still becomes the 503 of translate_driver_errors.
-        try:
-            conn.connection.dbapi_connection.execute(begin)  # type: ignore[union-attr]
-        except sqlite3.Error as exc:
-            raise sa.exc.DBAPIError.instance(begin, (), exc, sqlite3.Error, dialect=conn.dialect) from exc
+        # time under the writer lock (issue 11).
+        sqlite_execute(conn.connection.dbapi_connection, begin, conn.dialect)
 
     return engine
+
+
+def sqlite_execute(dbapi_conn: Any, sql: str, dialect: sa.Dialect) -> None:
+    """Run ``sql`` (no parameters, no rows) on a SQLite DBAPI connection, a driver error wrapped
+    as SQLAlchemy's own, so a locked database still becomes the 503 of
+    :func:`translate_driver_errors`."""
+    try:
+        dbapi_conn.execute(sql)
+    except sqlite3.Error as exc:
+        raise sa.exc.DBAPIError.instance(sql, (), exc, sqlite3.Error, dialect=dialect) from exc
 
 
 def _pg_engine(url: str, autocommit: bool = False, disconnects: list[float] | None = None) -> sa.Engine:
@@ -364,6 +370,7 @@ class Database:
             else:
                 _INHERITED.append(self._direct[1])
         self._direct = None
+
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A read-only session (deferred transaction on SQLite)."""
@@ -378,17 +385,17 @@ class Database:
             self.checkpointer = None
         # A direct write running in another thread finishes first (up to DISPOSE_WAIT_SECONDS):
         # closing its connection under it would roll it back half-done.
-        lock = self.write_lock if self._direct is not None and self._direct[0] == os.getpid() else None
-        held = lock is not None and lock.acquire(timeout=DISPOSE_WAIT_SECONDS)
+        mine = self._direct is not None and self._direct[0] == os.getpid() and self.write_lock is not None
+        held = mine and self.write_lock.acquire(timeout=DISPOSE_WAIT_SECONDS)  # type: ignore[union-attr]
         try:
             if self._flock_fd is not None and self._flock_pid == os.getpid():
                 os.close(self._flock_fd)
             self._flock_fd = None
-            if lock is None or held:
+            if held or not mine:
                 self.drop_direct_connection()
         finally:
             if held:
-                lock.release()  # type: ignore[union-attr]
+                self.write_lock.release()  # type: ignore[union-attr]
         self.engine.dispose()
         if self.read_engine is not self.engine:
             self.read_engine.dispose()

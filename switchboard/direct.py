@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from switchboard.db import AUTOCOMMIT, Database, translate_driver_errors
+from switchboard.db import AUTOCOMMIT, Database, sqlite_execute, translate_driver_errors
 from switchboard.feed import bell
 
 T = TypeVar("T")
@@ -56,13 +56,6 @@ class DirectWrite:
     def get_bind(self) -> sa.Engine:
         """Its engine (the dialect decides the SQL)."""
         return self._conn.engine
-
-
-def _driver(dbapi: Any, sql: str, dialect: sa.Dialect) -> None:
-    try:
-        dbapi.execute(sql)
-    except sqlite3.Error as exc:  # as SQLAlchemy's own, so translate_driver_errors sees it
-        raise sa.exc.DBAPIError.instance(sql, (), exc, sqlite3.Error, dialect=dialect) from exc
 
 
 def _roll_back(db: Database, conn: sa.Connection, dbapi: Any) -> None:
@@ -106,16 +99,11 @@ def write(db: Database, autocommit: bool = False) -> Iterator[DirectWrite]:
         conn = db.direct_connection()
         dbapi = conn.connection.dbapi_connection
         with db.flocked(), translate_driver_errors():
-            _driver(dbapi, "BEGIN IMMEDIATE", conn.dialect)
+            sqlite_execute(dbapi, "BEGIN IMMEDIATE", conn.dialect)
             try:
                 yield DirectWrite(conn, autocommit)
-            except BaseException:
-                bell.rolled_back()
-                _roll_back(db, conn, dbapi)
-                raise
-            try:
-                _driver(dbapi, "COMMIT", conn.dialect)
-            except BaseException:
+                sqlite_execute(dbapi, "COMMIT", conn.dialect)
+            except BaseException:  # the body's error or the COMMIT's
                 bell.rolled_back()
                 _roll_back(db, conn, dbapi)
                 raise

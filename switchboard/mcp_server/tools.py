@@ -120,10 +120,6 @@ def _render_payload(r: dict[str, Any]) -> str:
 def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     if "todo_id" in args and ("project" in args or "queue" in args):
         raise InvalidArgument("give either todo_id, or project/queue for the next todo, not both")
-    # Next in queue on PostgreSQL: one statement, run without BEGIN/COMMIT round trips; and
-    # without an ORM session around it (switchboard.direct; a claim by id needs one) (issue 11).
-    one = leases.one_statement(not hub.db.is_sqlite, hub.clock, by_id="todo_id" in args)
-
     def claim(s: Any) -> dict[str, Any]:
         grants = admin.grants_of(s, caller.agent_id)
         return leases.claim(s, hub.clock, caller.agent_id, grants, todo_id=args.get("todo_id"),
@@ -135,7 +131,9 @@ def _todo_claim(hub: Hub, caller: Caller, args: dict[str, Any]) -> dict[str, Any
         with hub.db.write() as s:
             claimed = claim(s)
     else:
-        claimed = direct.run(hub.db, claim, autocommit=one)
+        # Next in queue: no ORM session around it (switchboard.direct), and on PostgreSQL one
+        # statement, run without BEGIN/COMMIT round trips (issue 11).
+        claimed = direct.run(hub.db, claim, autocommit=leases.one_statement(not hub.db.is_sqlite, hub.clock))
     if "todo" in claimed:
         payloads.bound(claimed["todo"], hub.settings.payload_budget_bytes)
     return claimed

@@ -26,9 +26,13 @@ def in_state(column: Any, state: str) -> Any:
     Raises:
         ValueError: ``state`` is not one of :data:`TODO_STATES` (a programming error).
     """
+    return column == _state_literal(state)
+
+
+def _state_literal(state: str) -> Any:
     if state not in TODO_STATES:
         raise ValueError(f"unknown todo state {state!r}")
-    return column == sa.literal_column(f"'{state}'")
+    return sa.literal_column(f"'{state}'")
 
 
 def still_in_state(column: Any, state: str) -> Any:
@@ -46,9 +50,7 @@ def still_in_state(column: Any, state: str) -> Any:
     Raises:
         ValueError: ``state`` is not one of :data:`TODO_STATES` (a programming error).
     """
-    if state not in TODO_STATES:
-        raise ValueError(f"unknown todo state {state!r}")
-    return sa.func.coalesce(column, sa.literal_column("''")) == sa.literal_column(f"'{state}'")
+    return sa.func.coalesce(column, sa.literal_column("''")) == _state_literal(state)
 
 
 class Todo(SQLModel, table=True):
