@@ -8,10 +8,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy import insert, select
 
-from switchboard.clock import Clock, FixedClock
+from switchboard import admin
+from switchboard.clock import Clock, FixedClock, utcnow
 from switchboard.config import Settings
 from switchboard.hub import Hub
+from switchboard.models import Agent, Todo
+from switchboard.models.base import new_id
+from switchboard.queue.todos import create
 from tests.conftest import World, configure
 from tests.services import fresh_postgres_database
 
@@ -60,3 +66,36 @@ def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
         yield h
 
 
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def system_clock_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
+    """A configured hub with the system clock (on PostgreSQL a claim-next is one statement)."""
+    with configured_hub(settings_for(request, tmp_path, request.param)) as h:
+        yield h
+
+
+def agent_of(hub: Hub) -> tuple[str, dict[str, str], str]:
+    """claude1 (work on acme, from ``configure``): its id, its grants, and acme's id."""
+    with hub.db.read() as s:
+        agent = s.execute(select(Agent)).scalars().one()
+        project_id = str(s.execute(sa.text("SELECT id FROM projects")).scalar_one())
+        return agent.id, admin.grants_of(s, agent.id), project_id
+
+
+def new_todo(hub: Hub, project_id: str) -> str:
+    """A pending todo on queue ``q``; its id."""
+    with hub.db.write() as s:
+        todo, _ = create(s, hub.clock, project_id=project_id, queue="q", kind="task", title="t", payload=None)
+        return todo.id
+
+
+def fill(hub: Hub, project_id: str, n: int, queue: str = "load") -> None:
+    """Insert ``n`` pending todos in bulk."""
+    now = utcnow()
+    rows = [{"id": new_id("td"), "project_id": project_id, "queue": queue, "state": "pending", "kind": "load",
+             "title": f"load {i}", "priority": 0, "attempt_count": 0, "failure_count": 0, "max_attempts": 5,
+             "ring_count": 0, "created_at": now, "updated_at": now} for i in range(n)]
+    with hub.db.write() as s:
+        for start in range(0, n, 5000):
+            s.execute(insert(Todo), rows[start:start + 5000])

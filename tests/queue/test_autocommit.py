@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import select
 
-from switchboard import admin, db
+from switchboard import db
 from switchboard.errors import DependencyUnavailable
 from switchboard.feed import bell
 from switchboard.hub import Hub
@@ -23,7 +23,7 @@ from switchboard.models import Agent, Attempt, FeedEvent, Todo
 from switchboard.queue import leases
 from switchboard.queue.todos import create
 from tests.conftest import wait_for
-from tests.queue.conftest import configured_hub, settings_for
+from tests.queue.conftest import agent_of, configured_hub, new_todo, settings_for
 
 
 @pytest.fixture
@@ -31,20 +31,6 @@ def pg_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
     """A configured hub on PostgreSQL with the system clock (claims and completes are one statement)."""
     with configured_hub(settings_for(request, tmp_path, "postgresql")) as h:
         yield h
-
-
-def _agent(hub: Hub) -> tuple[str, dict[str, str], str]:
-    """claude1 (work on acme, from ``configure``): its id, its grants, and acme's id."""
-    with hub.db.read() as s:
-        agent = s.execute(select(Agent)).scalars().one()
-        project_id = str(s.execute(sa.text("SELECT id FROM projects")).scalar_one())
-        return agent.id, admin.grants_of(s, agent.id), project_id
-
-
-def _todo(hub: Hub, project_id: str) -> str:
-    with hub.db.write() as s:
-        todo, _ = create(s, hub.clock, project_id=project_id, queue="q", kind="task", title="t", payload=None)
-        return todo.id
 
 
 def _psycopg_url(hub: Hub) -> str:
@@ -61,8 +47,8 @@ def test_one_statement_only_where_a_claim_is_one_statement(pg_hub: Hub) -> None:
 def test_claim_and_complete_in_autocommit_write_everything_and_ring_the_bell(
         pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
     hub = pg_hub
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     rings: list[int] = []
     monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
     with hub.db.write(autocommit=True) as s:
@@ -88,8 +74,8 @@ def test_claim_and_complete_in_autocommit_write_everything_and_ring_the_bell(
 
 def test_a_complete_refused_in_autocommit_still_says_why(pg_hub: Hub) -> None:
     hub = pg_hub
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     with hub.db.write(autocommit=True) as s:
         leases.claim(s, hub.clock, agent_id, grants, project="acme", queue="q", is_postgres=True)
     with pytest.raises(Exception, match="lease token is stale"), hub.db.write(autocommit=True) as s:
@@ -99,8 +85,8 @@ def test_a_complete_refused_in_autocommit_still_says_why(pg_hub: Hub) -> None:
 @pytest.mark.parametrize("operation", ["claim_by_id", "fail", "release", "heartbeat"])
 def test_multi_statement_lease_operations_refuse_autocommit(pg_hub: Hub, operation: str) -> None:
     hub = pg_hub
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     if operation != "claim_by_id":
         with hub.db.write() as s:
             token = leases.claim(s, hub.clock, agent_id, grants, todo_id=todo_id)["lease_token"]
@@ -184,8 +170,8 @@ def test_an_autocommit_connection_idle_past_the_ping_interval_is_replaced_unseen
     # The autocommit writes have a pool of their own (connections opened in autocommit, not
     # switched on every checkout): it pings and replaces dead connections as the other one does.
     hub = pg_hub
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     with hub.db.write(autocommit=True) as s:
         s.execute(sa.text("SELECT 1"))
     monkeypatch.setattr(db, "PING_IDLE_SECONDS", 0.0)
@@ -237,8 +223,8 @@ def test_a_claim_that_finds_the_pool_exhausted_is_a_retryable_dependency_error(
 
     hub = pg_hub
     caller = _caller(hub)
-    _agent_id, _grants, project_id = _agent(hub)
-    held = [_todo(hub, project_id) for _ in range(db.AUTOCOMMIT_POOL_SIZE + db.AUTOCOMMIT_POOL_OVERFLOW)]
+    _agent_id, _grants, project_id = agent_of(hub)
+    held = [new_todo(hub, project_id) for _ in range(db.AUTOCOMMIT_POOL_SIZE + db.AUTOCOMMIT_POOL_OVERFLOW)]
     with hub.db.write() as s:
         create(s, hub.clock, project_id=project_id, queue="other", kind="task", title="t", payload=None)
     tokens = {tid: call_tool(hub, caller, "todo_claim", {"todo_id": tid}, with_trailer=False)
@@ -271,8 +257,8 @@ def test_after_a_server_restart_one_request_fails_not_one_per_pool(pg_hub: Hub) 
     # the transactional pool fails (it was not pinged), and the autocommit pool, which learnt
     # of the disconnect from it, pings its connection instead of failing a claim as well.
     hub = pg_hub
-    agent_id, grants, project_id = _agent(hub)
-    _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    new_todo(hub, project_id)
     with hub.db.write() as s:
         s.execute(sa.text("SELECT 1"))
     with hub.db.write(autocommit=True) as s:

@@ -8,16 +8,15 @@ import multiprocessing as mp
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 
 from switchboard import admin, direct
-from switchboard.clock import utcnow
 from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.models import Attempt, Todo
-from switchboard.models.base import new_id
 from switchboard.queue import leases
 from tests.conftest import configure
+from tests.queue.conftest import fill
 from tests.services import fresh_postgres_database
 
 TODOS = 2000
@@ -55,17 +54,6 @@ def _claimer(settings: Settings, agent_name: str, results: "mp.Queue[list[str]]"
     finally:
         results.put(done)
         hub.close()
-
-
-def fill(hub: Hub, project_id: str, n: int, queue: str = "load") -> None:
-    """Insert ``n`` pending todos in bulk."""
-    now = utcnow()
-    rows = [{"id": new_id("td"), "project_id": project_id, "queue": queue, "state": "pending", "kind": "load",
-             "title": f"load {i}", "priority": 0, "attempt_count": 0, "failure_count": 0, "max_attempts": 5,
-             "ring_count": 0, "created_at": now, "updated_at": now} for i in range(n)]
-    with hub.db.write() as s:
-        for start in range(0, n, 5000):
-            s.execute(insert(Todo), rows[start:start + 5000])
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

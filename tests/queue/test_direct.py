@@ -6,12 +6,10 @@ a refused lease operation (asked again in a session)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy import func, select
 
 from switchboard import admin, direct
@@ -20,28 +18,12 @@ from switchboard.feed import bell
 from switchboard.hub import Hub
 from switchboard.models import Agent, Attempt, FeedEvent, Todo
 from switchboard.queue import leases
-from switchboard.queue.todos import create
-from tests.queue.conftest import configured_hub, settings_for
+from tests.queue.conftest import agent_of, configured_hub, new_todo
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    """A configured hub with the system clock (on PostgreSQL a claim-next is one statement)."""
-    with configured_hub(settings_for(request, tmp_path, request.param)) as h:
-        yield h
-
-
-def _agent(hub: Hub) -> tuple[str, dict[str, str], str]:
-    with hub.db.read() as s:
-        agent = s.execute(select(Agent)).scalars().one()
-        project_id = str(s.execute(sa.text("SELECT id FROM projects")).scalar_one())
-        return agent.id, admin.grants_of(s, agent.id), project_id
-
-
-def _todo(hub: Hub, project_id: str) -> str:
-    with hub.db.write() as s:
-        todo, _ = create(s, hub.clock, project_id=project_id, queue="q", kind="task", title="t", payload=None)
-        return todo.id
+@pytest.fixture
+def hub(system_clock_hub: Hub) -> Hub:
+    return system_clock_hub
 
 
 def _one(hub: Hub) -> bool:
@@ -55,8 +37,8 @@ def _claim(write: Any, hub: Hub, agent_id: str, grants: dict[str, str], **kw: An
 
 def test_claim_and_complete_write_the_todo_attempt_and_events_and_ring_the_bell_after_commit(
         hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     rings: list[int] = []
     monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
     with direct.write(hub.db, autocommit=_one(hub)) as w:
@@ -77,8 +59,8 @@ def test_claim_and_complete_write_the_todo_attempt_and_events_and_ring_the_bell_
 
 
 def test_an_error_rolls_back_everything_and_rings_nothing(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     rings: list[int] = []
     monkeypatch.setattr(bell.BELL, "forward", lambda: rings.append(1))
     # Three statements in one transaction (SQLite; PostgreSQL with autocommit off).
@@ -103,8 +85,8 @@ def test_an_error_rolls_back_everything_and_rings_nothing(hub: Hub, monkeypatch:
 
 
 def test_a_refused_complete_is_asked_again_in_a_session_and_says_why(hub: Hub) -> None:
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     direct.run(hub.db, _claim, hub, agent_id, grants, autocommit=_one(hub))
     with pytest.raises(Conflict, match="lease token is stale"):
         direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=todo_id,
@@ -114,8 +96,8 @@ def test_a_refused_complete_is_asked_again_in_a_session_and_says_why(hub: Hub) -
 
 
 def test_a_claim_by_id_runs_in_a_session(hub: Hub) -> None:
-    agent_id, grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     claimed = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, todo_id=todo_id,
                          is_postgres=not hub.db.is_sqlite, session_key="sk")
     assert claimed["todo"]["id"] == todo_id and claimed["attempt"] == 1
@@ -126,8 +108,8 @@ def test_a_claim_by_id_runs_in_a_session(hub: Hub) -> None:
 
 def test_direct_and_session_writes_of_one_process_take_turns(hub: Hub) -> None:
     """Threads mixing both kinds of write: every todo claimed once (SQLite: one writer at a time)."""
-    agent_id, grants, project_id = _agent(hub)
-    ids = {_todo(hub, project_id) for _ in range(60)}
+    agent_id, grants, project_id = agent_of(hub)
+    ids = {new_todo(hub, project_id) for _ in range(60)}
     got: list[str] = []
     errors: list[BaseException] = []
 
@@ -158,8 +140,8 @@ def test_the_tools_claim_and_complete_through_direct_writes(hub: Hub, monkeypatc
     from switchboard.mcp_server.calls import call_tool
     from switchboard.mcp_server.specs import Caller
 
-    agent_id, _grants, project_id = _agent(hub)
-    todo_id = _todo(hub, project_id)
+    agent_id, _grants, project_id = agent_of(hub)
+    todo_id = new_todo(hub, project_id)
     with hub.db.read() as s:
         agent = s.get(Agent, agent_id)
         assert agent is not None
@@ -172,7 +154,7 @@ def test_the_tools_claim_and_complete_through_direct_writes(hub: Hub, monkeypatc
         return real(db, autocommit)
 
     monkeypatch.setattr(direct, "write", counting)
-    by_id = _todo(hub, project_id)
+    by_id = new_todo(hub, project_id)
     assert not call_tool(hub, caller, "todo_claim", {"todo_id": by_id}, with_trailer=False)["isError"]
     assert writes == []  # a claim by id reads the todo first: a session, not a direct write and then one
     claimed = call_tool(hub, caller, "todo_claim", {"project": "acme"}, with_trailer=False)
@@ -195,8 +177,8 @@ def test_sqlite_locked_past_the_busy_timeout_is_a_retryable_dependency_error(tmp
     from switchboard.errors import DependencyUnavailable
 
     with configured_hub(Settings(home=tmp_path)) as hub:
-        agent_id, grants, project_id = _agent(hub)
-        todo_id = _todo(hub, project_id)
+        agent_id, grants, project_id = agent_of(hub)
+        todo_id = new_todo(hub, project_id)
         hub.db.direct_connection().connection.dbapi_connection.execute("PRAGMA busy_timeout=200")
         other = sqlite3.connect(str(hub.settings.sqlite_path), isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
@@ -217,8 +199,8 @@ def test_dispose_waits_for_a_direct_write_in_another_thread(tmp_path: Path) -> N
     from switchboard.config import Settings
 
     with configured_hub(Settings(home=tmp_path)) as hub:
-        agent_id, grants, project_id = _agent(hub)
-        todo_id = _todo(hub, project_id)
+        agent_id, grants, project_id = agent_of(hub)
+        todo_id = new_todo(hub, project_id)
         disposer = threading.Thread(target=hub.db.dispose)
         with direct.write(hub.db) as w:
             claimed = _claim(w, hub, agent_id, grants)

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert, update
+from sqlalchemy import event, update
 
 from switchboard import admin
 from switchboard.clock import utcnow
-from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.models import Todo
@@ -36,7 +35,7 @@ from switchboard.queue.lease_sql import (
     pg_claim_recorded,
     pg_complete_recorded,
 )
-from tests.services import fresh_postgres_database
+from tests.queue.conftest import fill, settings_for
 
 PARTIAL_OR_RANGE = ("ix_todos_lease", "ix_todos_ring", "ix_todos_retry", "ix_todos_cancelled",
                     "ix_todos_project_created")
@@ -45,10 +44,7 @@ PENDING, CLAIMED = 1500, 1200
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    if request.param == "sqlite":
-        settings = Settings(home=tmp_path)
-    else:
-        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
+    settings = settings_for(request, tmp_path, request.param)
     upgrade(settings)
     h = Hub(settings, role="cli")
     yield h
@@ -62,12 +58,8 @@ def _stale_queue(hub: Hub) -> tuple[str, dict[str, str], list[str], list[dict[st
         project = admin.add_project(s, "acme")
         agent = admin.add_agent(s, "w0", "alice")
         admin.grant(s, "w0", "acme", "work")
-        now = utcnow()
-        s.execute(insert(Todo), [
-            {"id": new_id("td"), "project_id": project.id, "queue": "load", "state": "pending", "kind": "load",
-             "title": "load", "priority": 0, "attempt_count": 0, "failure_count": 0, "max_attempts": 5,
-             "ring_count": 0, "created_at": now, "updated_at": now} for _ in range(PENDING)])
         agent_id, grants = agent.id, admin.grants_of(s, agent.id)
+    fill(hub, project.id, PENDING)
     with hub.db.engine.connect() as conn:
         conn.exec_driver_sql("ANALYZE")
         conn.commit()
