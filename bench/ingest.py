@@ -248,27 +248,23 @@ def _summed(pid: int, one: Any) -> Any:
     return total
 
 
+def _stat_seconds(path: str) -> float:
+    """CPU seconds (user + system) in a ``/proc/.../stat`` file (a process's or a thread's)."""
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) of ``pid`` and its descendants so far."""
-
-    def cpu(p: int) -> float:
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    return _summed(pid, cpu)
+    return _summed(pid, lambda p: _stat_seconds(f"/proc/{p}/stat"))
 
 
-def _cpu_ticks(root: int) -> dict[str, float]:
+def _cpu_parts(root: int) -> dict[str, float]:
     """CPU seconds (user + system, ``/proc/<pid>/stat``) of ``root``'s main thread (``loop``),
     of ``root`` (``process``) and of its descendants (``children``); ``{}`` where ``/proc`` is
     missing (not Linux) or ``root`` has exited."""
-
-    def stat(path: str) -> float:
-        fields = Path(path).read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     try:
-        loop, process = stat(f"/proc/{root}/task/{root}/stat"), stat(f"/proc/{root}/stat")
+        loop, process = _stat_seconds(f"/proc/{root}/task/{root}/stat"), _stat_seconds(f"/proc/{root}/stat")
         return {"loop": loop, "process": process, "children": _cpu_seconds(root) - process}
     except (OSError, ValueError, IndexError):
         return {}
@@ -286,7 +282,7 @@ def _measure(
     (this process: the client side of the loopback connections) and the event loop's thread."""
     warm = max(50, len(requests) // 10)
     asyncio.run(load(port, requests[:warm], connections))
-    before = {role: _cpu_ticks(pid) for role, pid in (cpu_of or {}).items()}
+    before = {role: _cpu_parts(pid) for role, pid in (cpu_of or {}).items()}
     client_before = time.process_time()
 
     async def timed() -> tuple[tuple[float, list[float], dict[int, int]], list[float], float]:
@@ -318,7 +314,7 @@ def _measure(
     client = time.process_time() - client_before
     cpu: dict[str, float] = {}
     for role, pid in (cpu_of or {}).items():
-        after = _cpu_ticks(pid)
+        after = _cpu_parts(pid)
         if not after or not before[role]:
             cpu = {}
             break
