@@ -250,14 +250,15 @@ class Hub:
         streamed reads nothing."""
         from sqlalchemy import func, select
 
-        from switchboard.models import AgentEvent
+        from switchboard.models import AgentEvent, fixed_limit
 
         with self.db.read() as s:
             if self._events_seen is None:
                 self._events_seen = int(s.execute(select(func.max(AgentEvent.id))).scalar() or 0)
                 return set()
             rows = s.execute(select(AgentEvent.id, AgentEvent.agent_id, AgentEvent.session_id)
-                             .where(AgentEvent.id > self._events_seen).order_by(AgentEvent.id).limit(1000)).all()
+                             .where(AgentEvent.id > self._events_seen).order_by(AgentEvent.id)
+                             .limit(fixed_limit(1000))).all()
         if rows:
             self._events_seen = int(rows[-1][0])
         return {(r[1], r[2]) for r in rows}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlmodel import SQLModel
 
+from switchboard.models.base import fixed_limit
 from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
 from switchboard.models.operations import SourceRefusal
 from switchboard.models.principals import (
@@ -58,6 +59,7 @@ __all__ = [
     "Todo",
     "Token",
     "WebSession",
+    "fixed_limit",
     "in_state",
     "metadata",
     "still_in_state",

@@ -49,6 +49,29 @@ def new_id(prefix: str, nbytes: int = 10) -> str:
     return f"{prefix}_{raw}"
 
 
+def fixed_limit(rows: int) -> Any:
+    """``LIMIT <rows>`` written into the SQL text, for a statement's ``.limit()``, instead of the
+    bound parameter SQLAlchemy makes of an int.
+
+    Issue 11: psycopg prepares a statement on the server after its fifth execution, and
+    PostgreSQL then plans it once for any values (a generic plan) unless that plan's estimated
+    cost is above the plans made for the values given (custom plans). A generic plan does not
+    know a ``LIMIT $n``, assumes a tenth of the rows are wanted, and costs an ordered index scan
+    at that share: the claim's pick (``LIMIT 1`` over the pending todos) was costed 411 against
+    9.6, so PostgreSQL planned every claim again, a fifth of the server's time per claim. With
+    the limit in the text the generic plan is the custom plan, and is kept.
+
+    Args:
+        rows: a constant (a page size, 1); a limit that changes per call stays a parameter.
+
+    Raises:
+        ValueError: ``rows`` is not a positive int (it is written into SQL).
+    """
+    if type(rows) is not int or rows < 1:
+        raise ValueError(f"a fixed limit is a positive int, not {rows!r}")
+    return sa.literal_column(str(rows), sa.Integer)
+
+
 def json_column(nullable: bool = True) -> Any:
     """A JSON column (JSONB on PostgreSQL)."""
     return sa.Column(JSONType, nullable=nullable)

@@ -26,7 +26,16 @@ from sqlalchemy import bindparam, func, or_, select, update
 from sqlmodel import Session
 
 from switchboard.clock import Clock
-from switchboard.models import AgentSession, Grant, Project, Source, Todo, in_state, still_in_state
+from switchboard.models import (
+    AgentSession,
+    Grant,
+    Project,
+    Source,
+    Todo,
+    fixed_limit,
+    in_state,
+    still_in_state,
+)
 from switchboard.notify import sessions
 from switchboard.prepared import Prepared
 from switchboard.text import readable
@@ -190,7 +199,7 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     candidates = session.execute(
         select(Todo).where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
         .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
-        .order_by(Todo.rung_at).limit(limit)
+        .order_by(Todo.rung_at).limit(fixed_limit(limit))
     ).scalars().all()
     groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
     live: dict[str, AgentSession | None] = {}
@@ -243,11 +252,12 @@ def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo 
     """The oldest pending todo the agent may take (assigned to it, or unassigned in a project
     where it has ``work``) and how many there are (counted up to ``cap``)."""
     eligible = _eligible(agent_id)
-    oldest = session.execute(select(Todo).where(eligible).order_by(Todo.created_at, Todo.id).limit(1)).scalars().first()
+    oldest = session.execute(select(Todo).where(eligible).order_by(Todo.created_at, Todo.id)
+                             .limit(fixed_limit(1))).scalars().first()
     if oldest is None:
         return None, 0
     count = session.execute(select(func.count()).select_from(
-        select(Todo.id).where(eligible).limit(cap).subquery())).scalar_one()
+        select(Todo.id).where(eligible).limit(fixed_limit(cap)).subquery())).scalar_one()
     return oldest, int(count)
 
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import bindparam, func, insert, select, update
 
 from switchboard.feed.events import FEED
-from switchboard.models import Attempt, Todo, in_state, still_in_state
+from switchboard.models import Attempt, Todo, fixed_limit, in_state, still_in_state
 from switchboard.prepared import Prepared
 
 TODOS = Todo.__table__  # type: ignore[attr-defined]
@@ -47,7 +47,7 @@ def claim_statement(by_id: bool, with_queue: bool, is_postgres: bool, sql_now: b
                 .where(TODOS.c.project_id.in_(bindparam("b_projects", expanding=True)), in_state(TODOS.c.state, "pending"))
                 .where(TODOS.c.assigned_agent_id.is_(None) | (TODOS.c.assigned_agent_id == agent))
                 .order_by(TODOS.c.priority.desc(), TODOS.c.created_at, TODOS.c.id)
-                .limit(1)
+                .limit(fixed_limit(1))
             )
             if with_queue:
                 pick = pick.where(TODOS.c.queue == bindparam("b_queue"))

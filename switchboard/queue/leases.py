@@ -32,7 +32,7 @@ from switchboard.db import AUTOCOMMIT
 from switchboard.direct import DirectWrite, SessionNeeded
 from switchboard.errors import Conflict, Forbidden, InvalidArgument
 from switchboard.feed import events as feed
-from switchboard.models import Attempt, Todo, in_state, still_in_state
+from switchboard.models import Attempt, Todo, fixed_limit, in_state, still_in_state
 from switchboard.models.base import new_id
 from switchboard.queue.lease_sql import (
     END_ATTEMPT,
@@ -375,7 +375,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     requeued: list[str] = []
     expired = session.execute(
         select(Todo).where(in_state(Todo.state, "claimed"), Todo.lease_expires_at <= now)  # type: ignore[operator]
-        .order_by(Todo.lease_expires_at).limit(limit)
+        .order_by(Todo.lease_expires_at).limit(fixed_limit(limit))
     ).scalars().all()
     for todo in expired:
         failures = todo.failure_count + 1
@@ -403,7 +403,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
                         data={"failures": failures, "reason": "lease_expired"})
     due_ids = session.execute(
         select(Todo.id).where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
-                              Todo.next_retry_at <= now).limit(limit)  # type: ignore[operator]
+                              Todo.next_retry_at <= now).limit(fixed_limit(limit))  # type: ignore[operator]
     ).scalars().all()
     for todo_id in due_ids:
         moved = session.execute(

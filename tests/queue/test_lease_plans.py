@@ -8,10 +8,14 @@ every claimed row read to complete one (904 buffers with 1,000 claimed), and a c
 ``WHERE id = (next) AND state = 'pending'`` as a scan of ``ix_todos_ring`` (1,999 rows removed by
 the filter). The statements are explained with the values they run with, as the database plans
 them (custom plans), on SQLite and PostgreSQL.
+
+And a constant ``LIMIT`` is written into the SQL (:func:`switchboard.models.fixed_limit`): as a
+bound parameter PostgreSQL could not keep a plan for the claim and planned every claim again.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,12 +24,13 @@ from typing import Any
 import pytest
 from sqlalchemy import event, update
 
-from switchboard import admin
+from switchboard import admin, direct
 from switchboard.clock import utcnow
 from switchboard.db import upgrade
 from switchboard.hub import Hub
-from switchboard.models import Todo
+from switchboard.models import Todo, fixed_limit
 from switchboard.models.base import new_id
+from switchboard.notify import wakes
 from switchboard.notify.wakes import _RING_AGAIN, _RING_FIRST
 from switchboard.prepared import Prepared
 from switchboard.queue import leases
@@ -155,3 +160,78 @@ def test_the_orm_lease_updates_find_the_todo_by_its_primary_key(hub: Hub) -> Non
         plan = _plan(hub, sql, parameters)
         print(sql, plan, sep="\n")
         _by_primary_key(hub, plan)
+
+
+LIMIT_PARAMETER = re.compile(r"\bLIMIT\s+(\?|%\(|\$\d|__\[)", re.IGNORECASE)
+
+
+def test_postgresql_keeps_one_plan_for_the_claim(hub: Hub) -> None:
+    """psycopg prepares a statement on the server from its fifth run; PostgreSQL then uses a plan
+    made for any values (generic) unless its estimate is above the plans made for the values
+    given (custom). With the pick's ``LIMIT 1`` a parameter, the generic plan cannot know the
+    limit and assumes a tenth of the pending todos are read: from about 2,000 pending todos on
+    it was costed above the custom plans (411 against 9.6 at 10,000), so every claim was planned
+    again, a fifth of the server's time per claim (issue 11). Here: 0 generic and 25 custom plans
+    before the fix."""
+    if hub.db.is_sqlite:
+        pytest.skip("PostgreSQL's plan cache; SQLite compiles a statement once per connection")
+    with hub.db.write() as s:
+        admin.add_human(s, "alice")
+        project = admin.add_project(s, "acme")
+        agent_id = admin.add_agent(s, "w0", "alice").id
+        admin.grant(s, "w0", "acme", "work")
+        grants = admin.grants_of(s, agent_id)
+    fill(hub, project.id, 10_000)
+    with hub.db.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+    one = leases.one_statement(True, hub.clock)
+    for _ in range(30):  # as the claim tool does: a direct write on the one-statement pool
+        claimed = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project_ids=[project.id],
+                             queue="load", is_postgres=True, autocommit=one)
+        assert claimed.get("todo"), claimed
+    pool = hub.db.autocommit_engine.pool
+    assert pool.checkedin() == 1, pool.status()  # the connection checked out below made every claim
+    with hub.db.autocommit_engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements").all()
+    claims = [(generic, custom) for sql, generic, custom in rows if sql.lstrip().startswith("WITH claimed AS")]
+    assert len(claims) == 1, rows
+    generic, custom = claims[0]
+    assert custom <= 5 and generic >= 20, (generic, custom)  # psycopg prepares from the 5th run
+
+
+def test_a_constant_limit_is_written_into_the_sql(hub: Hub) -> None:
+    """The claim's pick and the reads of the periodic pass (the reaper, the re-ring, the waiting
+    count, the agent-event poll) repeat on one connection with a constant limit: each writes it
+    into the SQL text, so PostgreSQL can keep one plan (see above)."""
+    agent_id, _, _, _ = _stale_queue(hub)
+    pick = claim_statement(False, True, not hub.db.is_sqlite)._for(hub.db.engine.dialect, 1)  # noqa: SLF001
+    assert re.search(r"\bLIMIT 1\b", pick.sql), pick.sql
+    seen: list[str] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    engines = hub.db.engines()
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with hub.db.write() as s:
+            leases.reap(s, hub.clock)
+            wakes.due_rings(s, hub.clock)
+            wakes.waiting_for(s, agent_id)
+        hub._events_elsewhere()  # noqa: SLF001 - the first pass reads the newest id
+        hub._events_elsewhere()  # noqa: SLF001
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", capture)
+    limited = [sql for sql in seen if re.search(r"\bLIMIT\b", sql, re.IGNORECASE)]
+    assert len(limited) >= 6, seen
+    assert not [sql for sql in limited if LIMIT_PARAMETER.search(sql)], limited
+
+
+@pytest.mark.parametrize("rows", [0, -1, True, 1.0, "1"])
+def test_a_fixed_limit_is_a_positive_int(rows: Any) -> None:
+    with pytest.raises(ValueError, match="positive int"):
+        fixed_limit(rows)
