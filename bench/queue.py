@@ -140,26 +140,35 @@ def throughput(settings: Settings, claimers: int, todos: int) -> float:
     return done / elapsed
 
 
-def claim_latency(settings: Settings, project_id: str, samples: int = 300) -> tuple[float, float]:
-    """Median and p99 milliseconds of one claim (next in queue), each followed by a complete."""
-    hub = Hub(settings, role="cli")
-    times = []
-    try:
-        with hub.db.read() as s:
-            agent_id = admin.agent_by_name(s, "w0").id
-            grants = admin.grants_of(s, agent_id)
-        one = leases.one_statement(not hub.db.is_sqlite, hub.clock)
-        for _ in range(samples):
-            t0 = time.perf_counter()
-            claim = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project="acme", queue="load",
-                               is_postgres=not hub.db.is_sqlite, autocommit=one)
-            times.append((time.perf_counter() - t0) * 1000)
-            direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"],
-                       autocommit=one)
-    finally:
-        hub.close()
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+def claim_latency(settings_by_size: dict[int, Settings], samples: int = 300, rounds: int = 10) -> dict[int, list[float]]:
+    """Milliseconds of each claim (next in queue, each followed by a complete), by table size.
+
+    The sizes take turns, ``samples // rounds`` claims each per round, so that a change in the
+    machine's speed during the run (it is shared) reaches every size alike and the ratios
+    between sizes stay readable; measured one size after the other, minutes apart (a 1 M-row
+    fill takes that long), the same code gave ratios from 0.4 to 2.3.
+    """
+    stack = ExitStack()
+    claimers = {}
+    with stack:
+        for size, settings in settings_by_size.items():
+            hub = Hub(settings, role="cli")
+            stack.callback(hub.close)
+            with hub.db.read() as s:
+                agent_id = admin.agent_by_name(s, "w0").id
+                grants = admin.grants_of(s, agent_id)
+            claimers[size] = (hub, agent_id, grants, leases.one_statement(not hub.db.is_sqlite, hub.clock))
+        times: dict[int, list[float]] = {size: [] for size in settings_by_size}
+        for _ in range(rounds):
+            for size, (hub, agent_id, grants, one) in claimers.items():
+                for _ in range(samples // rounds):
+                    t0 = time.perf_counter()
+                    claim = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project="acme",
+                                       queue="load", is_postgres=not hub.db.is_sqlite, autocommit=one)
+                    times[size].append((time.perf_counter() - t0) * 1000)
+                    direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"],
+                               autocommit=one)
+    return times
 
 
 def main() -> None:
@@ -209,16 +218,20 @@ def main() -> None:
             print(f"  {name:<10} {rates[name]:8.0f} claim+complete/s   (goal >= 1000/s; runs: "
                   f"{', '.join(f'{r:.0f}' for r in runs)})")
 
-        print("claim latency (next in queue) by todos in the table (90% done, 10% pending)")
+        print("claim latency (next in queue) by todos in the table (90% done, 10% pending; "
+              "the sizes take turns, 30 claims each per round)")
         for name, make in backends:
-            base = None
+            by_size = {}
             for size in sizes:
-                settings = settings_for(name, make)
+                by_size[size] = settings = settings_for(name, make)
                 project_id = setup(settings, 1)
                 fill(settings, project_id, size - size // 10, state="done")
                 fill(settings, project_id, max(size // 10, 400))
                 analyze(settings)
-                median, p99 = claim_latency(settings, project_id)
+            base = None
+            for size, times in claim_latency(by_size).items():
+                times.sort()
+                median, p99 = statistics.median(times), times[int(len(times) * 0.99) - 1]
                 base = base or median
                 print(f"  {name:<10} {size:>9,} todos: median {median:6.2f} ms  p99 {p99:6.2f} ms  "
                       f"ratio to {sizes[0]:,}: {median / base:4.2f}")
