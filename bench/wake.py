@@ -10,7 +10,10 @@ each hub:
 - **wake latency**: distinct signed 5 KB GitHub ``issues`` deliveries over ``--connections``
   keep-alive connections, at full speed, and then paced at ``--rate`` per second; for each
   delivery, the seconds from writing the request to reading its wake on the stream (matched by
-  the issue number in the wake's text). Prints p50/p99 and how many wakes arrived.
+  the issue number in the wake's text). Prints p50/p99, how many wakes arrived, and ``woken/s``:
+  the deliveries processed end to end (received, todo and feed event written, wake read on the
+  stream) per second, from the first request sent to the last wake read (with ``--rq``, run it
+  with ``--workers 1`` and ``--workers 2`` to see processing scale with workers).
 - **memory** (``--soak SECONDS``): the same deliveries paced at ``--rate`` for that long, with
   the RSS of the serve process and its children (the processing process) sampled every 10 s; prints the first (after warm-up), last and peak
   RSS and last / first (goal: within ±10 %).
@@ -188,8 +191,12 @@ async def _latency(
     lat = sorted((stream.arrived[k] - sent[k]) * 1000 for k in sent if k in stream.arrived)
     if not lat:
         raise SystemExit("no wake arrived")
+    # Processed end to end: received, todo and feed event written, wake on the stream; from the
+    # first request sent to the last wake read.
+    last_wake = max(stream.arrived[k] for k in sent if k in stream.arrived)
     return {
         "acked_rps": n / elapsed,
+        "woken_rps": len(lat) / (last_wake - min(sent.values())),
         "wakes": len(lat),
         "n": n,
         "p50": statistics.median(lat),
@@ -275,7 +282,8 @@ def main() -> None:
                 f"{args.deliveries} distinct signed 5 KB GitHub deliveries per measure, {args.connections} connections"
             )
             print(
-                f"{'hub':38} {'load':>18} {'acked/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+                f"{'hub':38} {'load':>18} {'acked/s':>8} {'woken/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} "
+                f"{'max ms':>8}"
             )
             stacks = ([None] if embedded else []) + (["rq"] if args.rq and redis else [])
             for i, stack in enumerate(stacks):
@@ -292,7 +300,7 @@ def main() -> None:
                         _latency(port, token, path, first, args.deliveries, args.connections, rate)
                     )
                     print(
-                        f"{name:38} {label:>18} {r['acked_rps']:8.0f} {r['wakes']:>5}/{r['n']:<5} "
+                        f"{name:38} {label:>18} {r['acked_rps']:8.0f} {r['woken_rps']:8.0f} {r['wakes']:>5}/{r['n']:<5} "
                         f"{r['p50']:8.1f} {r['p99']:8.1f} {r['max']:8.1f}"
                     )
             print("goals: p99 <= 100 ms embedded, <= 250 ms with rq")
