@@ -24,7 +24,7 @@ from sqlmodel import Session
 
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
-from switchboard.models import NotifyTarget
+from switchboard.models import NotifyTarget, fixed_limit
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
@@ -148,7 +148,7 @@ def send_due(hub: Hub) -> threading.Thread | None:
     """The maintenance pass: send the coalesced summaries that are due (a read first; no write
     lock when nothing is pending)."""
     with hub.db.read() as s:
-        if s.execute(select(NotifyTarget.human_id).where(NotifyTarget.pending > 0).limit(1)).first() is None:
+        if s.execute(select(NotifyTarget.human_id).where(NotifyTarget.pending > 0).limit(fixed_limit(1))).first() is None:
             return None
     with hub.db.write() as s:
         messages = due(s, hub.clock, hub.settings.notify_coalesce_seconds)

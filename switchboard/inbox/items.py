@@ -26,7 +26,7 @@ from switchboard.errors import Conflict, InvalidArgument, NotFound
 from switchboard.feed import events as feed
 from switchboard.inbox import effects
 from switchboard.intake.channel_break import breaks_channel
-from switchboard.models import Agent, Human, InboxItem, Project
+from switchboard.models import Agent, Human, InboxItem, Project, fixed_limit
 from switchboard.scope import resolve_projects
 from switchboard.text import readable
 
@@ -193,7 +193,7 @@ def expire_due(session: Session, clock: Clock, limit: int = 500) -> list[str]:
     now = clock.now()
     due = session.execute(
         select(InboxItem).where(InboxItem.status == "open", InboxItem.expires_at <= now)  # type: ignore[operator]
-        .order_by(InboxItem.expires_at).limit(limit)
+        .order_by(InboxItem.expires_at).limit(fixed_limit(limit))
     ).scalars().all()
     agents: list[str] = []
     for item in due:
