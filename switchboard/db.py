@@ -44,12 +44,14 @@ PING_IDLE_SECONDS = 1.0
 AUTOCOMMIT = "switchboard.autocommit"
 """``Session.info`` key: true in a session of :meth:`Database.write` ``(autocommit=True)`` on
 PostgreSQL, where each statement is its own transaction."""
-POOL_SIZE, POOL_OVERFLOW = 10, 20
-"""PostgreSQL: connections a process keeps open, and the extra ones it may open under load."""
-AUTOCOMMIT_POOL_SIZE, AUTOCOMMIT_POOL_OVERFLOW = 4, 6
-"""PostgreSQL: the same for the pool of autocommit connections (one-statement writes: a
-next-in-queue claim, a complete; see :meth:`Database.write`). A process opens at most
-``POOL_SIZE + POOL_OVERFLOW + AUTOCOMMIT_POOL_SIZE + AUTOCOMMIT_POOL_OVERFLOW`` (40)."""
+POOL_SIZE, POOL_OVERFLOW = 10, 10
+"""PostgreSQL: connections a process keeps open for write transactions, and the extra ones it
+may open under load."""
+AUTOCOMMIT_POOL_SIZE, AUTOCOMMIT_POOL_OVERFLOW = 10, 10
+"""PostgreSQL: the same for the pool of autocommit connections: reads (:meth:`Database.read`)
+and one-statement writes (a next-in-queue claim, a complete; :meth:`Database.write`). A process
+opens at most ``POOL_SIZE + POOL_OVERFLOW + AUTOCOMMIT_POOL_SIZE + AUTOCOMMIT_POOL_OVERFLOW``
+(40)."""
 
 
 def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
@@ -248,14 +250,14 @@ class Database:
         self.is_sqlite = settings.is_sqlite
         disconnects = [0.0]
         self.engine = make_engine(settings, disconnects)
+        # PostgreSQL: a pool of its own whose connections stay in autocommit, each statement its
+        # own transaction (see write(autocommit=True) and read()); SQLite does not use it.
+        self.autocommit_engine = self.engine if self.is_sqlite else _pg_engine(
+            settings.database_url, autocommit=True, disconnects=disconnects)
         if self.is_sqlite:
             self.read_engine = _sqlite_engine(settings.database_url, immediate=False)
         else:
-            self.read_engine = self.engine
-        # PostgreSQL: a pool of its own whose connections stay in autocommit, each statement its
-        # own transaction (see write(autocommit=True)); SQLite does not use it.
-        self.autocommit_engine = self.engine if self.is_sqlite else _pg_engine(
-            settings.database_url, autocommit=True, disconnects=disconnects)
+            self.read_engine = self.autocommit_engine
         self.write_lock = threading.Lock() if self.is_sqlite else None
         """SQLite: this process's writers queue here before the writer lock file (:meth:`flocked`)."""
         self._direct: tuple[int, sa.Connection] | None = None
@@ -288,7 +290,7 @@ class Database:
 
     def engines(self) -> list[sa.Engine]:
         """Every engine of this database, each once: the writer's, the readers' (SQLite) and the
-        autocommit one (PostgreSQL). Whatever rides on an engine's dialect (the vault key ring of
+        autocommit one (PostgreSQL, where the readers use it too). Whatever rides on an engine's dialect (the vault key ring of
         :func:`switchboard.sealing.columns.attach`) goes on each."""
         return list({id(e): e for e in (self.engine, self.read_engine, self.autocommit_engine)}.values())
 
@@ -373,9 +375,19 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """A read-only session (deferred transaction on SQLite)."""
+        """A read-only session: a deferred transaction on SQLite; on PostgreSQL a connection of
+        the autocommit pool, each statement its own transaction.
+
+        PostgreSQL (issue 11): in a transaction, a read cost a BEGIN and a ROLLBACK round trip
+        around its statements, and psycopg's ``rollback()`` forgets every statement it prepared
+        on the connection (and sends ``DEALLOCATE ALL``), so on a pool shared with the writers no
+        hot statement stayed prepared. READ COMMITTED, the default, already gives each statement
+        of a transaction its own snapshot, so the reads see what they saw before. Nothing may be
+        written here: on PostgreSQL it would be committed at once (``autoflush`` is off, so a
+        changed ORM object is never written by a later query).
+        """
         with translate_driver_errors():
-            with Session(self.read_engine, expire_on_commit=False) as session:
+            with Session(self.read_engine, expire_on_commit=False, autoflush=False) as session:
                 yield session
 
     def dispose(self) -> None:
@@ -396,11 +408,8 @@ class Database:
         finally:
             if held:
                 self.write_lock.release()  # type: ignore[union-attr]
-        self.engine.dispose()
-        if self.read_engine is not self.engine:
-            self.read_engine.dispose()
-        if self.autocommit_engine is not self.engine:
-            self.autocommit_engine.dispose()
+        for engine in self.engines():
+            engine.dispose()
 
 
 DISPOSE_WAIT_SECONDS = 5.0
