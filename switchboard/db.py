@@ -45,13 +45,10 @@ AUTOCOMMIT = "switchboard.autocommit"
 """``Session.info`` key: true in a session of :meth:`Database.write` ``(autocommit=True)`` on
 PostgreSQL, where each statement is its own transaction."""
 POOL_SIZE, POOL_OVERFLOW = 10, 10
-"""PostgreSQL: connections a process keeps open for write transactions, and the extra ones it
-may open under load."""
+"""PostgreSQL: connections kept open for write transactions, and the extra ones under load."""
 AUTOCOMMIT_POOL_SIZE, AUTOCOMMIT_POOL_OVERFLOW = 10, 10
-"""PostgreSQL: the same for the pool of autocommit connections: reads (:meth:`Database.read`)
-and one-statement writes (a next-in-queue claim, a complete; :meth:`Database.write`). A process
-opens at most ``POOL_SIZE + POOL_OVERFLOW + AUTOCOMMIT_POOL_SIZE + AUTOCOMMIT_POOL_OVERFLOW``
-(40)."""
+"""PostgreSQL: the same for the autocommit pool: reads (:meth:`Database.read`) and one-statement
+writes (a claim-next, a complete). A process opens at most the four summed (40)."""
 
 
 def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
@@ -375,19 +372,17 @@ class Database:
 
     @contextmanager
     def read(self) -> Iterator[Session]:
-        """A read-only session: a deferred transaction on SQLite; on PostgreSQL a connection of
-        the autocommit pool, each statement its own transaction.
+        """A read-only session: a deferred transaction on SQLite; on PostgreSQL the autocommit
+        pool, each statement its own transaction (issue 11: a BEGIN and a ROLLBACK round trip
+        saved, and psycopg's ``rollback()`` forgot every statement it prepared on the connection;
+        READ COMMITTED gave each statement its own snapshot already).
 
-        PostgreSQL (issue 11): in a transaction, a read cost a BEGIN and a ROLLBACK round trip
-        around its statements, and psycopg's ``rollback()`` forgets every statement it prepared
-        on the connection (and sends ``DEALLOCATE ALL``), so on a pool shared with the writers no
-        hot statement stayed prepared. READ COMMITTED, the default, already gives each statement
-        of a transaction its own snapshot, so the reads see what they saw before. Nothing may be
-        written here: on PostgreSQL it would be committed at once (``autoflush`` is off, so a
-        changed ORM object is never written by a later query).
+        Raises:
+            RuntimeError: a flush with anything to write (on PostgreSQL it would commit at
+                once; ``autoflush`` is off): a programming error, write in :meth:`write`.
         """
         with translate_driver_errors():
-            with Session(self.read_engine, expire_on_commit=False, autoflush=False) as session:
+            with ReadSession(self.read_engine, expire_on_commit=False, autoflush=False) as session:
                 yield session
 
     def dispose(self) -> None:
@@ -410,6 +405,15 @@ class Database:
                 self.write_lock.release()  # type: ignore[union-attr]
         for engine in self.engines():
             engine.dispose()
+
+
+class ReadSession(Session):
+    """The session of :meth:`Database.read`: a flush with anything to write raises."""
+
+
+@event.listens_for(ReadSession, "before_flush")
+def _refuse_writes(session: Session, *_: Any) -> None:
+    raise RuntimeError("a read session writes nothing (on PostgreSQL it would commit at once)")
 
 
 DISPOSE_WAIT_SECONDS = 5.0

@@ -63,6 +63,18 @@ def test_what_a_read_prepared_is_still_prepared_after_it(hub: Hub) -> None:
     assert runs and runs[0] >= 7, prepared
 
 
+def test_a_read_refuses_to_flush_a_write(hub: Hub) -> None:
+    """What a read flushes would be committed at once on PostgreSQL; a flush with nothing to
+    write (``admin.grants_of`` flushes the session it is given) is fine."""
+    with hub.db.read() as s:
+        s.flush()
+        s.add(Project(name="other"))
+        with pytest.raises(RuntimeError, match="read session writes nothing"):
+            s.flush()
+    with hub.db.read() as s:
+        assert s.execute(select(Project.name)).scalars().all() == ["acme"]
+
+
 def test_a_changed_object_in_a_read_is_never_written(hub: Hub) -> None:
     """On PostgreSQL a read's statements commit at once, so an ORM change must never be flushed
     there (``autoflush`` is off): before it was rolled back, now it would stay."""
