@@ -86,6 +86,20 @@ def analyze(settings: Settings) -> None:
         hub.close()
 
 
+def _claim(hub: Hub, agent_id: str, grants: dict[str, str], one: bool, **where: object) -> dict:
+    """The next todo on queue ``load``, as the claim tool takes it: in a direct write (prepared
+    statements, no ORM session, issue 11), on PostgreSQL one statement without BEGIN/COMMIT
+    (``one``: ``leases.one_statement``)."""
+    return direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, queue="load",
+                      is_postgres=not hub.db.is_sqlite, autocommit=one, **where)
+
+
+def _complete(hub: Hub, agent_id: str, grants: dict[str, str], one: bool, claim: dict) -> None:
+    """Complete what :func:`_claim` returned, as the complete tool does."""
+    direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"],
+               lease_token=claim["lease_token"], autocommit=one)
+
+
 def _claimer(settings: Settings, name: str, ready: mp.Queue, start: mp.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
     hub = Hub(settings, role="cli")
     n = 0
@@ -100,13 +114,10 @@ def _claimer(settings: Settings, name: str, ready: mp.Queue, start: mp.Event, ou
     ready.put(name)
     start.wait()
     while True:
-        # As the tools do: in a direct write (prepared statements, no ORM session, issue 11).
-        claim = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project_ids=project_ids,
-                           queue="load", is_postgres=not hub.db.is_sqlite, autocommit=one)
+        claim = _claim(hub, agent_id, grants, one, project_ids=project_ids)
         if claim.get("empty"):
             break
-        direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"],
-                   lease_token=claim["lease_token"], autocommit=one)
+        _complete(hub, agent_id, grants, one, claim)
         n += 1
     out.put(n)
     hub.close()
@@ -148,9 +159,8 @@ def claim_latency(settings_by_size: dict[int, Settings], samples: int = 300, rou
     between sizes stay readable; measured one size after the other, minutes apart (a 1 M-row
     fill takes that long), the same code gave ratios from 0.4 to 2.3.
     """
-    stack = ExitStack()
     claimers = {}
-    with stack:
+    with ExitStack() as stack:
         for size, settings in settings_by_size.items():
             hub = Hub(settings, role="cli")
             stack.callback(hub.close)
@@ -163,11 +173,9 @@ def claim_latency(settings_by_size: dict[int, Settings], samples: int = 300, rou
             for size, (hub, agent_id, grants, one) in claimers.items():
                 for _ in range(samples // rounds):
                     t0 = time.perf_counter()
-                    claim = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project="acme",
-                                       queue="load", is_postgres=not hub.db.is_sqlite, autocommit=one)
+                    claim = _claim(hub, agent_id, grants, one, project="acme")
                     times[size].append((time.perf_counter() - t0) * 1000)
-                    direct.run(hub.db, leases.complete, hub.clock, agent_id, grants, todo_id=claim["todo"]["id"],
-                               autocommit=one)
+                    _complete(hub, agent_id, grants, one, claim)
     return times
 
 

@@ -287,8 +287,8 @@ class Database:
 
     def engines(self) -> list[sa.Engine]:
         """Every engine of this database, each once: the writer's, the readers' (SQLite) and the
-        autocommit one (PostgreSQL, where the readers use it too). Whatever rides on an engine's dialect (the vault key ring of
-        :func:`switchboard.sealing.columns.attach`) goes on each."""
+        autocommit one (PostgreSQL, the readers' too). Whatever rides on an engine's dialect
+        (the vault key ring of :func:`switchboard.sealing.columns.attach`) goes on each."""
         return list({id(e): e for e in (self.engine, self.read_engine, self.autocommit_engine)}.values())
 
     @contextmanager

@@ -15,22 +15,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select, text
 
-from switchboard import admin
-from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.models import Project
-from tests.queue.conftest import settings_for
+from tests.queue.conftest import configured_hub, settings_for
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    settings = settings_for(request, tmp_path, request.param)
-    upgrade(settings)
-    h = Hub(settings, role="cli")
-    with h.db.write() as s:
-        admin.add_project(s, "acme")
-    yield h
-    h.close()
+    with configured_hub(settings_for(request, tmp_path, request.param)) as h:  # project acme
+        yield h
 
 
 def _postgres_only(hub: Hub) -> None:

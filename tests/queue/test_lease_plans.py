@@ -24,9 +24,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event, update
 
-from switchboard import admin, direct
+from switchboard import direct
 from switchboard.clock import utcnow
-from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.inbox import alerts, items
 from switchboard.models import Todo, fixed_limit
@@ -41,7 +40,7 @@ from switchboard.queue.lease_sql import (
     pg_claim_recorded,
     pg_complete_recorded,
 )
-from tests.queue.conftest import fill, settings_for
+from tests.queue.conftest import agent_of, configured_hub, fill, settings_for
 
 PARTIAL_OR_RANGE = ("ix_todos_lease", "ix_todos_ring", "ix_todos_retry", "ix_todos_cancelled",
                     "ix_todos_project_created")
@@ -50,32 +49,31 @@ PENDING, CLAIMED = 1500, 1200
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    settings = settings_for(request, tmp_path, request.param)
-    upgrade(settings)
-    h = Hub(settings, role="cli")
-    yield h
-    h.close()
+    with configured_hub(settings_for(request, tmp_path, request.param)) as h:  # the system clock
+        yield h
+
+
+def _analysed_queue(hub: Hub, pending: int) -> tuple[str, dict[str, str], str]:
+    """``pending`` todos on queue ``load``, planner statistics gathered now; the agent's id and
+    grants, and the project's id (:func:`agent_of`)."""
+    agent_id, grants, project_id = agent_of(hub)
+    fill(hub, project_id, pending)
+    with hub.db.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+    return agent_id, grants, project_id
 
 
 def _stale_queue(hub: Hub) -> tuple[str, dict[str, str], list[str], list[dict[str, Any]]]:
     """1,500 pending todos, statistics gathered now, then 1,200 of them claimed."""
-    with hub.db.write() as s:
-        admin.add_human(s, "alice")
-        project = admin.add_project(s, "acme")
-        agent = admin.add_agent(s, "w0", "alice")
-        admin.grant(s, "w0", "acme", "work")
-        agent_id, grants = agent.id, admin.grants_of(s, agent.id)
-    fill(hub, project.id, PENDING)
-    with hub.db.engine.connect() as conn:
-        conn.exec_driver_sql("ANALYZE")
-        conn.commit()
+    agent_id, grants, project_id = _analysed_queue(hub, PENDING)
     one = leases.one_statement(not hub.db.is_sqlite, hub.clock)
     held = []
     for _ in range(CLAIMED):
         with hub.db.write(autocommit=one) as s:
-            held.append(leases.claim(s, hub.clock, agent_id, grants, project_ids=[project.id], queue="load",
+            held.append(leases.claim(s, hub.clock, agent_id, grants, project_ids=[project_id], queue="load",
                                      is_postgres=not hub.db.is_sqlite))
-    return agent_id, grants, [project.id], held
+    return agent_id, grants, [project_id], held
 
 
 def _plan(hub: Hub, sql: str, values: Any) -> str:
@@ -176,20 +174,11 @@ def test_postgresql_keeps_one_plan_for_the_claim(hub: Hub) -> None:
     before the fix."""
     if hub.db.is_sqlite:
         pytest.skip("PostgreSQL's plan cache; SQLite compiles a statement once per connection")
-    with hub.db.write() as s:
-        admin.add_human(s, "alice")
-        project = admin.add_project(s, "acme")
-        agent_id = admin.add_agent(s, "w0", "alice").id
-        admin.grant(s, "w0", "acme", "work")
-        grants = admin.grants_of(s, agent_id)
-    fill(hub, project.id, 10_000)
-    with hub.db.engine.connect() as conn:
-        conn.exec_driver_sql("ANALYZE")
-        conn.commit()
+    agent_id, grants, project_id = _analysed_queue(hub, 10_000)
     one = leases.one_statement(True, hub.clock)
     runs = 30
     for _ in range(runs):  # as the claim tool does: a direct write on the one-statement pool
-        claimed = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project_ids=[project.id],
+        claimed = direct.run(hub.db, leases.claim, hub.clock, agent_id, grants, project_ids=[project_id],
                              queue="load", is_postgres=True, autocommit=one)
         assert claimed.get("todo"), claimed
     pool = hub.db.autocommit_engine.pool
