@@ -28,17 +28,18 @@ from sqlalchemy import event
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlmodel import Session
 
-from switchboard.config import Settings, sqlite_uri
+from switchboard.config import Settings
 from switchboard.errors import DependencyUnavailable
+from switchboard.wal import (
+    CHECKPOINT_INTERVAL_SECONDS,
+    WAL_AUTOCHECKPOINT_PAGES,
+    WAL_SIZE_LIMIT_BYTES,
+    WalCheckpointer,
+)
 
 log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-WAL_AUTOCHECKPOINT_PAGES = 10_000  # 4 KiB pages: about 40 MB of WAL between checkpoints
-WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
-CHECKPOINT_INTERVAL_SECONDS = 0.25
-"""SQLite: how often a long-running process's :class:`WalCheckpointer` copies the WAL into the
-database file (a passive checkpoint; nothing to do costs a few microseconds)."""
 PING_IDLE_SECONDS = 1.0
 """PostgreSQL: a pooled connection idle at least this long is pinged before use (see :func:`_pg_engine`)."""
 AUTOCOMMIT = "switchboard.autocommit"
@@ -166,75 +167,6 @@ def make_engine(settings: Settings, disconnects: list[float] | None = None) -> s
     return _pg_engine(settings.database_url, disconnects=disconnects)
 
 
-class WalCheckpointer:
-    """Copies SQLite's write-ahead log into the database file from a background thread.
-
-    A checkpoint that SQLite starts itself (``wal_autocheckpoint``) runs inside the COMMIT of
-    whichever writer crossed the threshold, under the writer lock: at full ingest every writer
-    then stood still while 40 MB of WAL were copied and fsynced, the single slowest moment of a
-    burst (issue 11: delivery → wake p99 93-130 ms with it, 58-63 ms without). This thread runs
-    ``PRAGMA wal_checkpoint(PASSIVE)`` every ``interval`` seconds on its own connection, which
-    waits for no reader or writer and holds no write lock, so the log restarts from its start
-    long before the in-COMMIT backstop is reached. SQLite releases the interpreter lock while it
-    copies.
-
-    Args:
-        path: the database file.
-        interval: seconds between checkpoints.
-
-    Attributes:
-        checkpoints: passes whose totals (frames in the log, frames copied) changed and
-            copied something: about the checkpoints that did work (a pass over a log already
-            copied does not count; two passes with equal totals around a restart count once).
-        passes: passes completed, whether or not they copied anything (a pass that began after
-            a COMMIT and no reader holds an older snapshot has copied that COMMIT's frames).
-    """
-
-    def __init__(self, path: str, interval: float = CHECKPOINT_INTERVAL_SECONDS) -> None:
-        self.path, self.interval = path, interval
-        self.checkpoints = self.passes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="switchboard-wal-checkpoint", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        failed, last = False, (0, 0)
-        while not self._stop.wait(self.interval):
-            try:
-                if conn is None:
-                    # Autocommit (no read transaction held between checkpoints), never waits, and
-                    # never creates the file (mode=rw) if the instance was removed meanwhile.
-                    # (An absolute path after "file://": a path starting "//" is no URI authority.)
-                    conn = sqlite3.connect(sqlite_uri(self.path, "rw"), uri=True,
-                                           timeout=0, isolation_level=None, check_same_thread=False)
-                busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if frames == -1:
-                    # Not in WAL mode as this connection saw the file: opened before the
-                    # migrations turned WAL on, it would never look again. Reconnect next pass.
-                    conn.close()
-                    conn = None
-                    continue
-                # (frames in the log, frames copied so far): the same pair again copied nothing.
-                if copied > 0 and not busy and (frames, copied) != last:
-                    self.checkpoints += 1
-                    last = (frames, copied)
-                self.passes += 1
-                failed = False
-            except sqlite3.Error as exc:
-                if not failed:  # once per failure streak; the in-COMMIT backstop still runs
-                    log.warning("background WAL checkpoint failed: %s", exc)
-                failed = True
-        if conn is not None:
-            conn.close()
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Stop the thread (waits up to ``timeout`` seconds for a checkpoint under way)."""
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-
 class Database:
     """The ledger: a write path (one writer on SQLite) and a read path.
 
@@ -274,7 +206,7 @@ class Database:
         (``serve``, its processing process, ``switchboard worker``). No-op on PostgreSQL, in
         memory, or when already running."""
         if self._file is not None and self.checkpointer is None:
-            self.checkpointer = WalCheckpointer(self._file, interval)
+            self.checkpointer = WalCheckpointer(self._file, interval, lock_path=self._flock_path)
 
     def _writer_fd(self) -> int | None:
         """This process's descriptor of the writer lock file (reopened after a fork)."""

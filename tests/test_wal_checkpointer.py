@@ -13,8 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from switchboard.config import Settings
-from switchboard.db import WAL_AUTOCHECKPOINT_PAGES, Database, WalCheckpointer
+from switchboard.db import Database
 from switchboard.hub import Hub
+from switchboard.wal import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
 from tests.conftest import LiveApp, wait_for
 
 ROWS, ROW_BYTES = 200, 4000
@@ -123,6 +124,65 @@ def test_writers_keep_writing_while_it_checkpoints_and_the_log_starts_over(tmp_p
             with db.write() as s:
                 s.execute(sa.text(f"INSERT INTO t VALUES (randomblob({ROW_BYTES}))"))
         assert wal.stat().st_size <= first
+    finally:
+        db.dispose()
+
+
+def _write_steadily(db: Database, transactions: int) -> None:
+    """Commit ``transactions`` of five 4,000-byte rows back to back (about 5.5 frames each), as
+    ingest does at full load: no pause in which a passive checkpoint could copy the whole log."""
+    for _ in range(transactions):
+        with db.write() as s:
+            s.execute(sa.text(f"INSERT INTO t SELECT randomblob({ROW_BYTES}) FROM (SELECT 1 UNION ALL SELECT 2 "
+                              "UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5)"))
+
+
+def test_under_steady_writes_the_log_starts_over_under_the_writers_lock(tmp_path: Path) -> None:
+    # Issue 11: under a steady stream of commits a passive checkpoint copies the log but never
+    # leaves it copied in full when a writer begins, and only such a writer starts the log over;
+    # so the log grew to SQLite's own checkpoint (40 MB, in a COMMIT: 15-35 ms of CPU with every
+    # writer waiting, the ack p99 of bench/ingest.py at 40-50 ms). With the writers' lock file the
+    # thread restarts it itself: 600 commits (about 3,300 frames) leave a log file of a few
+    # hundred frames (measured: 522-593; passive passes alone, 4,332: it never started over).
+    db = Database(Settings(home=tmp_path))
+    try:
+        _fill(db)
+        checkpointer = WalCheckpointer(str(db._file), interval=0.01, lock_path=db._flock_path, restart_frames=200)
+        try:
+            _write_steadily(db, 600)
+            wait_for(lambda: checkpointer.restarts >= 1, timeout=10)
+        finally:
+            checkpointer.close()
+        assert Path(f"{db._file}-wal").stat().st_size < 1_500 * 4096
+        with db.read() as s:
+            assert s.execute(sa.text("SELECT count(*) FROM t")).scalar() == ROWS + 3_000
+    finally:
+        db.dispose()
+
+
+def test_the_restart_waits_for_the_writer_holding_the_lock(tmp_path: Path) -> None:
+    db = Database(Settings(home=tmp_path))
+    try:
+        _fill(db)  # about 200 frames in the log
+        wal = Path(f"{db._file}-wal")
+        checkpointer = WalCheckpointer(str(db._file), interval=0.01, lock_path=db._flock_path, restart_frames=100)
+        try:
+            assert db.write_lock is not None
+            with db.write_lock, db.flocked():  # a writer (of any process) between its BEGIN and COMMIT
+                wait_for(lambda: checkpointer.checkpoints >= 1, timeout=5)  # copied, not started over
+                time.sleep(0.1)
+                assert checkpointer.restarts == 0
+            wait_for(lambda: checkpointer.restarts >= 1, timeout=5)  # its turn came once the writer left
+            with db.write() as s:  # the next writer starts at the beginning of the log file
+                s.execute(sa.text("INSERT INTO t VALUES (1)"))
+            conn = sqlite3.connect(db._file, isolation_level=None)
+            try:
+                assert conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1] <= 2
+            finally:
+                conn.close()
+            assert wal.exists()
+        finally:
+            checkpointer.close()
     finally:
         db.dispose()
 
