@@ -21,8 +21,8 @@ So once the log holds :data:`RESTART_FRAMES` frames, a pass takes the writers' l
 since the unlocked pass are copied, and the log starts over at once (or, if a reader still reads
 the log, the next writer starts it over). The writers wait for that short checkpoint instead of
 one of them making a long one: ``bench/ingest.py --requests 6000 --runs 1`` alternated with the
-code before, four pairs, ack p99 of the ack path only 19.9, 22.3, 20.8 and 19.2 ms against 28.3,
-24.9, 27.5 and 21.2 ms, embedded 32.2-34.3 ms against 33.9-44.2 ms.
+code before, four pairs, embedded ack p99 28.1, 29.6, 24.6 and 27.7 ms against 47.1, 40.3, 40.8
+and 40.5 ms; the ack path only 12.7-20.0 ms against 16.6-21.7 ms.
 """
 
 from __future__ import annotations
