@@ -18,9 +18,10 @@ every writer waiting, and the ack p99 of ``bench/ingest.py`` 40-50 ms against a 
 So once the log holds :data:`RESTART_FRAMES` frames, a pass takes the writers' lock file (the
 ``flock`` of :meth:`switchboard.db.Database.flocked`, waiting its turn as a writer does) and runs
 ``PRAGMA wal_checkpoint(RESTART)`` under it: no writer appends meanwhile, the few frames written
-since the unlocked pass are copied, and the log starts over at once (or, if a reader still reads
-the log, the next writer starts it over). The writers wait for that short checkpoint instead of
-one of them making a long one: ``bench/ingest.py --requests 6000 --runs 1`` alternated with the
+since the unlocked pass are copied, and the next writer, whose transaction begins on a log
+copied in full, starts it over (unless a reader that began earlier still reads the log; the
+next locked pass tries again). The writers wait for that short checkpoint instead of one of them
+making a long one: ``bench/ingest.py --requests 6000 --runs 1`` alternated with the
 code before, four pairs, embedded ack p99 28.1, 29.6, 24.6 and 27.7 ms against 47.1, 40.3, 40.8
 and 40.5 ms; the ack path only 12.7-20.0 ms against 16.6-21.7 ms.
 """
@@ -48,10 +49,11 @@ file (a passive checkpoint; nothing to do costs a few microseconds)."""
 RESTART_FRAMES = 2_000
 """A pass that finds at least this many frames (4 KiB pages) in the log starts it over under the
 writers' lock (about 8 MB, a fifth of SQLite's own threshold; at full ingest the log grows by
-about 12,000 frames a second). Each restart holds the writers 0.1 ms when nothing was committed
-since the last copy and 3-20 ms otherwise (the last frames copied, the log and the file fsynced);
+about 12,000 frames a second). Each locked pass holds the writers 0.1 ms when nothing was
+committed since the unlocked copy and 3-20 ms otherwise (the last frames copied, the log and the
+file fsynced);
 with ``bench/ingest.py`` at 1,000, 2,000 and 5,000 frames (three runs each, alternated) the ack
-p99 did not differ beyond the run-to-run noise; the restarts held the writers 360-440 ms per run
+p99 did not differ beyond the run-to-run noise; the locked passes held the writers 360-440 ms per run
 in all at 1,000 and 2,000, 150-260 ms at 5,000, which comes closer to SQLite's own threshold."""
 
 
@@ -61,17 +63,18 @@ class WalCheckpointer:
 
     Each pass runs ``PRAGMA wal_checkpoint(PASSIVE)`` on a connection of its own, which waits for
     no reader or writer and holds no write lock (SQLite releases the interpreter lock while it
-    copies). When the log then holds at least ``restart_frames`` frames and ``lock_path`` is
-    given, it takes that ``flock`` (blocking, as a writer does) and runs
-    ``PRAGMA wal_checkpoint(RESTART)`` under it. The connection never waits on SQLite's locks
-    (timeout 0): a checkpoint already running in another process is skipped, and so is a restart
-    while a reader still reads the log (the next pass tries again).
+    copies). When the log then holds at least ``restart_frames`` frames (and has grown or started
+    over since the last locked pass) and ``lock_path`` is given, it copies once more, then takes
+    that ``flock`` (blocking, as a writer does) and runs ``PRAGMA wal_checkpoint(RESTART)`` under
+    it. The connection never waits on SQLite's locks (timeout 0): a checkpoint already running in
+    another process is skipped. A failure (``sqlite3.Error``, or ``OSError`` from the lock file)
+    is logged once per streak and the next pass tries again.
 
     Args:
         path: the database file.
         interval: seconds between passes.
         lock_path: the writers' lock file (``<database>-writer.lock``); ``None``: passive passes only.
-        restart_frames: log size, in frames, from which a pass starts the log over.
+        restart_frames: log size, in frames, from which a pass copies under the lock.
 
     Attributes:
         checkpoints: passes whose totals (frames in the log, frames copied) changed and
@@ -79,21 +82,22 @@ class WalCheckpointer:
             copied does not count; two passes with equal totals around a restart count once).
         passes: passes completed, whether or not they copied anything (a pass that began after
             a COMMIT and no reader holds an older snapshot has copied that COMMIT's frames).
-        restarts: passes that ran the checkpoint under the writers' lock and left the log empty.
+        locked_passes: passes that copied the rest of the log under the writers' lock, in full
+            (no reader still reading the log): the next writer starts the log over.
     """
 
     def __init__(self, path: str, interval: float = CHECKPOINT_INTERVAL_SECONDS, lock_path: str | None = None,
                  restart_frames: int = RESTART_FRAMES) -> None:
         self.path, self.interval = path, interval
         self.lock_path, self.restart_frames = lock_path, restart_frames
-        self.checkpoints = self.passes = self.restarts = 0
+        self.checkpoints = self.passes = self.locked_passes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="switchboard-wal-checkpoint", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
-        failed, last = False, (0, 0)
+        failed, last, locked_at = False, (0, 0), -1
         try:
             while not self._stop.wait(self.interval):
                 try:
@@ -106,23 +110,28 @@ class WalCheckpointer:
                                                timeout=0, isolation_level=None, check_same_thread=False)
                     busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                     if frames == -1:
-                        # Not in WAL mode as this connection saw the file: opened before the
-                        # migrations turned WAL on, it would never look again. Reconnect next pass.
-                        conn.close()
-                        conn = None
+                        if not busy:
+                            # Not in WAL mode as this connection saw the file: opened before the
+                            # migrations turned WAL on, it would never look again. Reconnect.
+                            conn.close()
+                            conn = None
+                        # (1, -1, -1): another connection is checkpointing; skip this pass.
                         continue
                     # (frames in the log, frames copied so far): the same pair again copied nothing.
                     if copied > 0 and not busy and (frames, copied) != last:
                         self.checkpoints += 1
                         last = (frames, copied)
-                    if frames >= self.restart_frames and self.lock_path is not None and not self._stop.is_set():
+                    # Not again over a log that neither grew nor started over since the last
+                    # locked pass (an idle database: only a writer starts the log over).
+                    if (frames >= self.restart_frames and frames != locked_at and self.lock_path is not None
+                            and not self._stop.is_set()):
                         # Once more without the lock first: it copies what was committed during
                         # the pass above, so less is left to copy (and fsync) with writers waiting.
                         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                        self._restart(conn)
+                        locked_at = self._copy_under_lock(conn, frames)
                     self.passes += 1
                     failed = False
-                except sqlite3.Error as exc:
+                except (sqlite3.Error, OSError) as exc:
                     if not failed:  # once per failure streak; the in-COMMIT backstop still runs
                         log.warning("background WAL checkpoint failed: %s", exc)
                     failed = True
@@ -130,22 +139,28 @@ class WalCheckpointer:
             if conn is not None:
                 conn.close()
 
-    def _restart(self, conn: sqlite3.Connection) -> None:
-        """The checkpoint that starts the log over, under the writers' lock file."""
+    def _copy_under_lock(self, conn: sqlite3.Connection, frames: int) -> int:
+        """Copy the rest of the log with the writers' lock file held (no writer appends
+        meanwhile), so that the next writer starts the log over. Returns the log's frames as
+        seen under the lock (``frames`` when the lock file is missing)."""
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)  # type: ignore[arg-type]
+            # O_RDWR without O_CREAT: a removed instance's folder gets no new lock file.
+            fd = os.open(self.lock_path, os.O_RDWR)  # type: ignore[arg-type]
         except OSError:
-            return  # a read-only folder: the writers have no lock file either
+            return frames  # a read-only folder or a removed instance: the writers have none either
         try:
             # A descriptor of its own: flock locks belong to the open file, so this one waits for
             # this process's writers too.
             fcntl.flock(fd, fcntl.LOCK_EX)
-            busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-            if not busy:
-                self.restarts += 1
-                log.debug("WAL started over after %d frames", frames)
+            try:
+                busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)  # before close: a forked child shares the open file
+            if not busy and frames == copied:
+                self.locked_passes += 1
+            return int(frames)
         finally:
-            os.close(fd)  # gives the lock back
+            os.close(fd)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the thread (waits up to ``timeout`` seconds for a checkpoint under way)."""
