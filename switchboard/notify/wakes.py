@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy.orm import load_only
 from sqlmodel import Session
 
 from switchboard.clock import Clock
@@ -161,6 +162,10 @@ def _ring_update(*conditions: Any) -> Prepared:
 _RING_FIRST = _ring_update(_TODOS.c.rung_at.is_(None))
 _RING_AGAIN = _ring_update(_TODOS.c.rung_at == bindparam("b_was", type_=_TODOS.c.rung_at.type))
 
+_WAKE_COLUMNS = (Todo.id, Todo.project_id, Todo.queue, Todo.kind, Todo.title, Todo.source_id,
+                 Todo.assigned_agent_id, Todo.rung_at, Todo.ring_count, Todo.created_at)
+"""What :func:`due_rings` reads of a todo (and :func:`wake_for` of it)."""
+
 RING_BASE_SECONDS = 30
 RING_CAP_SECONDS = 900
 MAX_RINGS = 8
@@ -196,8 +201,11 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     """
     now = clock.now()
     cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
+    # Only the columns a wake names: the payload (JSON, kilobytes) and result are not read and
+    # parsed for 200 todos in the write transaction (issue 11).
     candidates = session.execute(
-        select(Todo).where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
+        select(Todo).options(load_only(*_WAKE_COLUMNS))
+        .where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
         .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
         .order_by(Todo.rung_at).limit(fixed_limit(limit))
     ).scalars().all()
