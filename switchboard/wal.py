@@ -71,9 +71,8 @@ class WalCheckpointer:
     no reader or writer and holds no write lock (SQLite releases the interpreter lock while it
     copies). When the log then holds at least ``restart_frames`` frames (and has grown or started
     over since the last locked pass) and ``lock_path`` is given, it copies again (see
-    :data:`TAIL_FRAMES`), then takes
-    that ``flock`` (blocking, as a writer does) and runs ``PRAGMA wal_checkpoint(RESTART)`` under
-    it. The connection never waits on SQLite's locks (timeout 0): a checkpoint already running in
+    :data:`TAIL_FRAMES`), then takes that ``flock`` (blocking, as a writer does) and runs
+    ``PRAGMA wal_checkpoint(RESTART)`` under it. The connection never waits on SQLite's locks (timeout 0): a checkpoint already running in
     another process is skipped. A failure (``sqlite3.Error``, or ``OSError`` from the lock file)
     is logged once per streak and the next pass tries again.
 
