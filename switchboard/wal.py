@@ -21,9 +21,9 @@ So once the log holds :data:`RESTART_FRAMES` frames, a pass takes the writers' l
 since the unlocked pass are copied, and the next writer, whose transaction begins on a log
 copied in full, starts it over (unless a reader that began earlier still reads the log; the
 next locked pass tries again). The writers wait for that short checkpoint instead of one of them
-making a long one: ``bench/ingest.py --requests 6000 --runs 1`` alternated with the
-code before, four pairs, embedded ack p99 28.1, 29.6, 24.6 and 27.7 ms against 47.1, 40.3, 40.8
-and 40.5 ms; the ack path only 12.7-20.0 ms against 16.6-21.7 ms.
+making a long one: ``bench/ingest.py --requests 6000 --runs 1`` alternated with the code before,
+three pairs, embedded ack p99 20.4, 27.4 and 24.2 ms against 47.3, 38.9 and 48.7 ms; the ack path
+only 16.7-20.7 ms against 18.7-24.4 ms.
 """
 
 from __future__ import annotations
