@@ -184,16 +184,24 @@ def resolve(session: Session, clock: Clock, item_id: str, *, via: str, human_id:
     return view(item), item.agent_id
 
 
+def _past_expiry(clock: Clock) -> tuple[Any, ...]:
+    return InboxItem.status == "open", InboxItem.expires_at <= clock.now()  # type: ignore[operator]
+
+
+def expiry_due(session: Session, clock: Clock) -> bool:
+    """Whether :func:`expire_due` has an item to decide (one indexed read of one row at most, in
+    any session; the maintenance pass asks first, in a read: issue 11)."""
+    return session.execute(select(InboxItem.id).where(*_past_expiry(clock)).limit(fixed_limit(1))).first() is not None
+
+
 def expire_due(session: Session, clock: Clock, limit: int = 500) -> list[str]:
     """Decide open items past ``expires_at`` by their ``on_expiry`` (the hub's maintenance loop).
 
     Returns:
         The agent ids whose items were resolved (to ring their ``inbox_wait``).
     """
-    now = clock.now()
     due = session.execute(
-        select(InboxItem).where(InboxItem.status == "open", InboxItem.expires_at <= now)  # type: ignore[operator]
-        .order_by(InboxItem.expires_at).limit(fixed_limit(limit))
+        select(InboxItem).where(*_past_expiry(clock)).order_by(InboxItem.expires_at).limit(fixed_limit(limit))
     ).scalars().all()
     agents: list[str] = []
     for item in due:

@@ -27,7 +27,7 @@ from switchboard.clock import Clock
 from switchboard.errors import Conflict, MalformedPayload, MalformedRequest, NotFound
 from switchboard.feed import events as feed
 from switchboard.intake.attribution import attribute
-from switchboard.models import Delivery, Source
+from switchboard.models import Delivery, Source, fixed_limit
 from switchboard.sources import SOURCE_SENDER, Sender, adapter_for
 from switchboard.text import readable
 
@@ -169,9 +169,19 @@ def expire(session: Session, clock: Clock, retention: timedelta) -> int:
     Returns:
         How many expired.
     """
-    cutoff = clock.now() - retention
     result = session.execute(
-        update(Delivery).where(Delivery.status == "quarantined", Delivery.processed_at < cutoff)
+        update(Delivery).where(*_past_retention(clock, retention))
         .values(status="expired", raw_body=None).execution_options(synchronize_session=False)
     )
     return int(result.rowcount or 0)
+
+
+def _past_retention(clock: Clock, retention: timedelta) -> tuple[Any, ...]:
+    return Delivery.status == "quarantined", Delivery.processed_at < clock.now() - retention  # type: ignore[operator]
+
+
+def expiry_due(session: Session, clock: Clock, retention: timedelta) -> bool:
+    """Whether :func:`expire` has a delivery to expire (one indexed read of one row at most, in
+    any session; the sweep asks first, in a read, and takes the write lock only then: issue 11)."""
+    query = select(Delivery.id).where(*_past_retention(clock, retention)).limit(fixed_limit(1))
+    return session.execute(query).first() is not None

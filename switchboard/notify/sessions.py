@@ -27,7 +27,7 @@ from sqlmodel import Session
 from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.feed.events import settled
-from switchboard.models import AgentEvent, AgentSession
+from switchboard.models import AgentEvent, AgentSession, fixed_limit
 from switchboard.prepared import Prepared
 
 LIVE_SECONDS = 45  # three missed 15 s heartbeats
@@ -224,11 +224,21 @@ def read_after(
 
 def prune(session: Session, clock: Clock) -> int:
     """Drop events older than :data:`EVENT_KEEP_SECONDS` and sessions unseen for an hour."""
-    now = clock.now()
-    gone = session.execute(
-        delete(AgentEvent).where(AgentEvent.created_at < now - timedelta(seconds=EVENT_KEEP_SECONDS))
-    )
-    session.execute(
-        delete(AgentSession).where(AgentSession.seen_at < now - timedelta(seconds=STALE_SESSION_SECONDS))
-    )
+    events, stale = _prunable(clock)
+    gone = session.execute(delete(AgentEvent).where(events))
+    session.execute(delete(AgentSession).where(stale))
     return int(gone.rowcount or 0)  # type: ignore[attr-defined]
+
+
+def _prunable(clock: Clock) -> tuple[Any, Any]:
+    now = clock.now()
+    return (AgentEvent.created_at < now - timedelta(seconds=EVENT_KEEP_SECONDS),  # type: ignore[operator]
+            AgentSession.seen_at < now - timedelta(seconds=STALE_SESSION_SECONDS))  # type: ignore[operator]
+
+
+def prune_due(session: Session, clock: Clock) -> bool:
+    """Whether :func:`prune` has anything to drop (two reads of one row at most, in any session;
+    the maintenance pass asks first, in a read: issue 11)."""
+    events, stale = _prunable(clock)
+    return (session.execute(select(AgentEvent.id).where(events).limit(fixed_limit(1))).first() is not None
+            or session.execute(select(AgentSession.id).where(stale).limit(fixed_limit(1))).first() is not None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, func, or_, select, update
@@ -190,6 +190,27 @@ class RingPass(list[Wake]):
     todos: int = 0
 
 
+def _ring_candidates(query: Any, now: datetime, limit: int) -> Any:
+    """``query`` narrowed to the pending todos that may be due a ring, oldest ring first."""
+    cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
+    return (query.where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
+            .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
+            .order_by(Todo.rung_at).limit(fixed_limit(limit)))
+
+
+def _ring_due(rung_at: datetime | None, ring_count: int, now: datetime) -> bool:
+    return rung_at is None or rung_at + timedelta(seconds=ring_after_seconds(ring_count)) <= now
+
+
+def rings_due(session: Session, clock: Clock, limit: int = 200) -> bool:
+    """Whether :func:`due_rings` with the same ``limit`` would ring anything (one indexed read
+    of two columns of its candidates, in any session). The maintenance pass asks first, in a
+    read, so that a pass with nothing to ring takes no write lock (issue 11)."""
+    now = clock.now()
+    rows = session.execute(_ring_candidates(select(Todo.rung_at, Todo.ring_count), now, limit)).all()
+    return any(_ring_due(rung_at, ring_count, now) for rung_at, ring_count in rows)
+
+
 def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     """Coalesced wakes for pending todos never rung (made by another process) or due a re-ring.
 
@@ -203,18 +224,14 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
     # Only the columns a wake names: the payload (JSON, kilobytes) and result are not read and
     # parsed for 200 todos in the write transaction (issue 11).
-    candidates = session.execute(
-        select(Todo).options(load_only(*_WAKE_COLUMNS))
-        .where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
-        .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
-        .order_by(Todo.rung_at).limit(fixed_limit(limit))
-    ).scalars().all()
+    candidates = session.execute(_ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), now, limit)
+                                 ).scalars().all()
     groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
     live: dict[str, AgentSession | None] = {}
     cache: dict[Any, Any] = {}
     wakes = RingPass()
     for todo in candidates:
-        if todo.rung_at is not None and todo.rung_at + timedelta(seconds=ring_after_seconds(todo.ring_count)) > now:
+        if not _ring_due(todo.rung_at, todo.ring_count, now):
             continue
         first = todo.rung_at is None
         # Prepared (compiled once) and the recipients cached per project: the pass runs in the

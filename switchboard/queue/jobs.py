@@ -426,8 +426,13 @@ def sweep(hub: Hub, received_before: datetime, everything: bool = False, redispa
         after = (rows[-1].received_at, rows[-1].id)
     if total:
         log.info("sweeper re-dispatched %d stuck deliveries", total)
-    with hub.db.write() as session:
-        expired = quarantine.expire(session, hub.clock, timedelta(days=hub.settings.quarantine_days))
+    retention = timedelta(days=hub.settings.quarantine_days)
+    with hub.db.read() as session:  # the write lock only when there is something to expire (issue 11)
+        due = quarantine.expiry_due(session, hub.clock, retention)
+    expired = 0
+    if due:
+        with hub.db.write() as session:
+            expired = quarantine.expire(session, hub.clock, retention)
     if expired:
         log.info("expired %d quarantined deliveries", expired)
     return total

@@ -361,6 +361,24 @@ def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str
     return row(todo)
 
 
+def _expired_leases(now: datetime) -> tuple[Any, ...]:
+    return in_state(Todo.state, "claimed"), Todo.lease_expires_at <= now  # type: ignore[operator]
+
+
+def _due_retries(now: datetime) -> tuple[Any, ...]:
+    return (in_state(Todo.state, "failed"), Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
+            Todo.next_retry_at <= now)  # type: ignore[operator]
+
+
+def reap_due(session: Session, clock: Clock) -> bool:
+    """Whether :func:`reap` has anything to do: an expired lease or a due retry (two indexed
+    reads of one row at most, in any session). The maintenance pass asks first, in a read,
+    so that a pass with nothing to do takes no write lock (issue 11)."""
+    now = lease_now(session, clock)
+    return any(session.execute(select(Todo.id).where(*where).limit(fixed_limit(1))).first() is not None
+               for where in (_expired_leases(now), _due_retries(now)))
+
+
 def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, int], list[str]]:
     """Return expired leases and due retries to the queue; safe in many processes at once.
 
@@ -374,8 +392,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
     counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
     requeued: list[str] = []
     expired = session.execute(
-        select(Todo).where(in_state(Todo.state, "claimed"), Todo.lease_expires_at <= now)  # type: ignore[operator]
-        .order_by(Todo.lease_expires_at).limit(fixed_limit(limit))
+        select(Todo).where(*_expired_leases(now)).order_by(Todo.lease_expires_at).limit(fixed_limit(limit))
     ).scalars().all()
     for todo in expired:
         failures = todo.failure_count + 1
@@ -401,10 +418,7 @@ def reap(session: Session, clock: Clock, limit: int = 500) -> tuple[dict[str, in
             counts["dead_lettered"] += 1
             feed.append(session, clock, todo.project_id, "todo.dead_lettered", todo.title, subject_id=todo.id,
                         data={"failures": failures, "reason": "lease_expired"})
-    due_ids = session.execute(
-        select(Todo.id).where(in_state(Todo.state, "failed"), Todo.next_retry_at.is_not(None),  # type: ignore[union-attr]
-                              Todo.next_retry_at <= now).limit(fixed_limit(limit))  # type: ignore[operator]
-    ).scalars().all()
+    due_ids = session.execute(select(Todo.id).where(*_due_retries(now)).limit(fixed_limit(limit))).scalars().all()
     for todo_id in due_ids:
         moved = session.execute(
             update(Todo)

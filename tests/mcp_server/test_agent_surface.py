@@ -269,7 +269,7 @@ async def test_expiry_is_decided_by_the_hub(live: LiveApp, transport: str) -> No
         with live.hub.db.write() as s:
             for item_id in (a["structuredContent"]["id"], q["structuredContent"]["id"]):
                 s.get(InboxItem, item_id).expires_at = live.hub.clock.now()
-        assert live.hub.reap()["expired"] == 2
+        assert live.hub.reap()["inbox_expired"] == 2
         items = {i["id"]: i for i in pending(await agent.ok("whoami"))}
         assert items[a["structuredContent"]["id"]]["title"] == "Approval approved: Deploy"
         assert items[q["structuredContent"]["id"]]["title"] == "Question expired: Colour?"
