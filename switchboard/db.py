@@ -204,8 +204,8 @@ class Database:
     def start_checkpointer(self, interval: float = CHECKPOINT_INTERVAL_SECONDS) -> None:
         """SQLite file databases: checkpoint the WAL from a background thread (see
         :class:`WalCheckpointer`) until :meth:`dispose`; long-running processes call this
-        (``serve``, its processing process, ``switchboard worker``). No-op on PostgreSQL, in
-        memory, or when already running."""
+        (``serve`` and ``switchboard worker``; not ``serve``'s processing process, which shares
+        ``serve``'s file). No-op on PostgreSQL, in memory, or when already running."""
         if self._file is not None and self.checkpointer is None:
             self.checkpointer = WalCheckpointer(self._file, interval, lock_path=self._flock_path)
 

@@ -33,7 +33,9 @@ class Hub:
         clock: injected clock (default: the system clock).
         role: ``serve`` (attached streams, sweeper, and in embedded mode the processing child
             process or inline worker thread, see ``Settings.processing``) or ``worker``
-            (rq worker process: publishes wakes, holds no streams) or ``cli``.
+            (rq worker process: publishes wakes, holds no streams) or ``processing`` (the
+            processing child process of embedded ``serve``: a worker that leaves the SQLite
+            checkpoints to ``serve``) or ``cli``.
     """
 
     def __init__(self, settings: Settings, clock: Clock | None = None, role: str = "serve") -> None:
@@ -88,8 +90,9 @@ class Hub:
             self._delivery_writer = ProcessWriter(self, self.dispatcher.submit)
         self.warm_up: threading.Thread | None = None
         """Builds the intake rules (about a second) so the first delivery does not wait for them."""
-        if role in ("serve", "worker"):
-            self.db.start_checkpointer()  # SQLite: checkpoints outside the writers' COMMITs (issue 11)
+        if role in ("serve", "worker", "processing"):
+            if role != "processing":  # one checkpointer per database file: serve's (issue 11)
+                self.db.start_checkpointer()  # SQLite: checkpoints outside the writers' COMMITs
             from switchboard.intake.screening import warm_up
 
             self.warm_up = threading.Thread(target=warm_up, name="switchboard-intake-warm-up", daemon=True)

@@ -220,7 +220,7 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
 
     metrics.forward_to(lambda name, args: send(("metric", name, args)))
     bell.BELL.forward = lambda: send(("bell",))
-    hub = make_hub(settings, role="worker")
+    hub = make_hub(settings, role="processing")
     hub.broker = ForwardingBroker(send)
     hub.settle()  # the intake rules built before the first delivery; the start-up heap frozen
     send(("ready",))

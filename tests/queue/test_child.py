@@ -186,3 +186,30 @@ def test_a_delivery_processed_alone_after_a_failed_batch_sends_its_wake_at_once(
         process.join(30)
     wakes = [_kinds(m).count("wake") for m in received if "wake" in _kinds(m)]
     assert wakes == [1, 1]  # each in its own message, sent after its own commit
+
+
+class _ReportingHub(Hub):
+    """A hub that writes its role and whether it checkpoints to ``hub-roles.jsonl`` in the
+    instance folder (``serve`` hands this class to the child it spawns)."""
+
+    def __init__(self, settings: Settings, clock: Any = None, role: str = "serve") -> None:
+        super().__init__(settings, clock, role)
+        with open(settings.home / "hub-roles.jsonl", "a") as out:
+            out.write(json.dumps({"role": role, "pid": os.getpid(),
+                                  "checkpointer": self.db.checkpointer is not None}) + "\n")
+
+
+def test_one_checkpointer_per_database_file(world: World) -> None:
+    # Issue 11: serve and its processing child both checkpointed the same SQLite file, each
+    # with locked passes of its own; serve's is the one (DESIGN.md §8, ARCHITECTURE.md).
+    hub = _ReportingHub(world.settings.with_overrides(processing="process"), role="serve")
+    try:
+        assert isinstance(hub.dispatcher, ProcessDispatcher)
+        assert hub.dispatcher.wait_ready(30)
+        child = hub.dispatcher.pid
+        written = (world.settings.home / "hub-roles.jsonl").read_text().splitlines()
+        lines = sorted((json.loads(line) for line in written), key=lambda line: line["role"] != "serve")
+    finally:
+        hub.close()
+    assert lines == [{"role": "serve", "pid": os.getpid(), "checkpointer": True},
+                     {"role": "processing", "pid": child, "checkpointer": False}]
