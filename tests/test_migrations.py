@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-import pytest
 
 from switchboard.config import Settings
 from switchboard.db import upgrade
 from switchboard.models import metadata
 from tests.services import fresh_postgres_database
-
 
 EXPRESSION_INDEXES = {"ix_todos_claim_queue", "ix_todos_claim_any"}
 
@@ -92,3 +91,53 @@ def test_sqlite_refused_deliveries_lose_their_dedup(tmp_path: Path) -> None:
 
 def test_postgresql_refused_deliveries_lose_their_dedup(postgres_url: str, tmp_path: Path) -> None:
     _refused_rows_lose_their_dedup(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))
+
+
+def _redundant_indexes(url: str) -> list[str]:
+    """Full (not partial) indexes whose columns are the leading columns of another full index
+    or unique constraint on the same table: each costs a B-tree insert per row and serves no
+    reader the longer one does not (issue 11, migration 0017)."""
+    engine = sa.create_engine(url)
+    found = []
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            for table in inspector.get_table_names():
+                full = [(ix["name"], tuple(ix["column_names"])) for ix in inspector.get_indexes(table)
+                        if not any(k.endswith("_where") and v is not None
+                                   for k, v in ix.get("dialect_options", {}).items())]
+                full += [(uq["name"], tuple(uq["column_names"])) for uq in inspector.get_unique_constraints(table)]
+                for name, columns in full:
+                    if None in columns:  # an expression index
+                        continue
+                    if any(other != name and len(longer) > len(columns) and longer[:len(columns)] == columns
+                           for other, longer in full):
+                        found.append(f"{table}.{name}{columns}")
+    finally:
+        engine.dispose()
+    return found
+
+
+def _downgrade_restores_the_indexes(settings: Settings) -> None:
+    from alembic import command
+
+    from switchboard.db import alembic_config
+
+    upgrade(settings)
+    assert _redundant_indexes(settings.database_url) == []
+    command.downgrade(alembic_config(settings), "0016")
+    assert sorted(_redundant_indexes(settings.database_url)) == [
+        "attempts.ix_attempts_todo_id('todo_id',)", "deliveries.ix_deliveries_source_id('source_id',)",
+        "grants.ix_grants_agent_id('agent_id',)",
+        "inbox_items.ix_inbox_items_human_id('human_id',)",
+        "project_owners.ix_project_owners_project_id('project_id',)"]
+    upgrade(settings)
+    assert _redundant_indexes(settings.database_url) == []
+
+
+def test_sqlite_no_index_repeats_the_leading_columns_of_another(tmp_path: Path) -> None:
+    _downgrade_restores_the_indexes(Settings(home=tmp_path))
+
+
+def test_postgresql_no_index_repeats_the_leading_columns_of_another(postgres_url: str, tmp_path: Path) -> None:
+    _downgrade_restores_the_indexes(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))

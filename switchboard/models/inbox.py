@@ -48,7 +48,8 @@ class InboxItem(SQLModel, table=True):
     # None for permission prompts and friend requests: they belong to a human, not a project.
     project_id: str | None = Field(default=None, foreign_key="projects.id", max_length=40)
     agent_id: str = Field(foreign_key="agents.id", max_length=40)
-    human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
+    # No index of its own: ix_inbox_human_request (human_id, request_id) leads with it (migration 0017).
+    human_id: str = Field(foreign_key="humans.id", max_length=40)
     title: str = Field(sa_column=sa.Column(sa.String(300), nullable=False))
     body: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
     options: list[Any] | None = Field(default=None, sa_column=json_column())

@@ -78,7 +78,8 @@ class Grant(SQLModel, table=True):
     __table_args__ = (sa.UniqueConstraint("agent_id", "project_id", name="uq_grant"),)
 
     id: str = Field(default_factory=lambda: new_id("grt"), primary_key=True, max_length=40)
-    agent_id: str = Field(foreign_key="agents.id", index=True, max_length=40)
+    # No index of its own: uq_grant (agent_id, project_id) leads with it (migration 0017).
+    agent_id: str = Field(foreign_key="agents.id", max_length=40)
     project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
     role: str = Field(max_length=10)
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
@@ -103,6 +104,7 @@ class ProjectOwner(SQLModel, table=True):
     __table_args__ = (sa.UniqueConstraint("project_id", "human_id", name="uq_project_owner"),)
 
     id: str = Field(default_factory=lambda: new_id("own"), primary_key=True, max_length=40)
-    project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
+    # No index of its own: uq_project_owner (project_id, human_id) leads with it (migration 0017).
+    project_id: str = Field(foreign_key="projects.id", max_length=40)
     human_id: str = Field(foreign_key="humans.id", index=True, max_length=40)
     created_at: datetime = Field(default_factory=utcnow, sa_column=time_column())

@@ -133,7 +133,8 @@ class Attempt(SQLModel, table=True):
     __table_args__ = (sa.UniqueConstraint("todo_id", "number", name="uq_attempt_number"),)
 
     id: str = Field(default_factory=lambda: new_id("att"), primary_key=True, max_length=40)
-    todo_id: str = Field(foreign_key="todos.id", index=True, max_length=40)
+    # No index of its own: uq_attempt_number (todo_id, number) leads with it (migration 0017).
+    todo_id: str = Field(foreign_key="todos.id", max_length=40)
     number: int
     agent_id: str = Field(foreign_key="agents.id", max_length=40)
     claimed_at: datetime = Field(default_factory=utcnow, sa_column=time_column())
