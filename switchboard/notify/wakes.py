@@ -190,25 +190,49 @@ class RingPass(list[Wake]):
     todos: int = 0
 
 
-def _ring_candidates(query: Any, now: datetime, limit: int) -> Any:
-    """``query`` narrowed to the pending todos that may be due a ring, oldest ring first."""
-    cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
-    return (query.where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
-            .where(Todo.rung_at.is_(None) | (Todo.rung_at <= cutoff))  # type: ignore[union-attr,operator]
-            .order_by(Todo.rung_at).limit(fixed_limit(limit)))
+def _backoff_buckets() -> list[tuple[int, int, int]]:
+    """``(seconds, lowest ring_count, highest ring_count)`` for each wait of
+    :func:`ring_after_seconds` below :data:`MAX_RINGS` rings: (30, 0, 1), (60, 2, 2), ..."""
+    buckets: list[tuple[int, int, int]] = []
+    for count in range(MAX_RINGS):
+        seconds = ring_after_seconds(count)
+        if buckets and buckets[-1][0] == seconds:
+            buckets[-1] = (seconds, buckets[-1][1], count)
+        else:
+            buckets.append((seconds, count, count))
+    return buckets
 
 
-def _ring_due(rung_at: datetime | None, ring_count: int, now: datetime) -> bool:
-    return rung_at is None or rung_at + timedelta(seconds=ring_after_seconds(ring_count)) <= now
+_BUCKETS = _backoff_buckets()
 
 
-def rings_due(session: Session, clock: Clock, limit: int = 200) -> bool:
-    """Whether :func:`due_rings` with the same ``limit`` would ring anything (one indexed read
-    of two columns of its candidates, in any session). The maintenance pass asks first, in a
-    read, so that a pass with nothing to ring takes no write lock (issue 11)."""
+def _ring_candidates(query: Any, now: datetime, limit: int) -> list[Any]:
+    """Two queries, ``query`` narrowed to the pending todos due a ring: those never rung (made
+    or reassigned elsewhere, "rung on the next pass"), then those whose backoff has passed,
+    oldest ring first; each at most ``limit`` rows.
+
+    The backoff is in the SQL, one ``rung_at`` cutoff per ``ring_count`` range: a window of
+    the oldest rung todos that skipped those still waiting let 200 todos in their backoff hide
+    every due one behind them; and the never-rung come first on both databases (PostgreSQL
+    sorts NULLs last). Both ride ``ix_todos_ring``: ``rung_at IS NULL``, then a range up to the
+    shortest wait's cutoff.
+    """
+    pending = query.where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
+    never = pending.where(Todo.rung_at.is_(None))  # type: ignore[union-attr]
+    waited = or_(*(Todo.ring_count.between(low, high) & (Todo.rung_at <= now - timedelta(seconds=seconds))
+                   for seconds, low, high in _BUCKETS))
+    again = (pending.where(Todo.rung_at <= now - timedelta(seconds=RING_BASE_SECONDS))  # type: ignore[operator]
+             .where(waited).order_by(Todo.rung_at))
+    return [never.limit(fixed_limit(limit)), again.limit(fixed_limit(limit))]
+
+
+def rings_due(session: Session, clock: Clock) -> bool:
+    """Whether :func:`due_rings` would ring anything (at most two indexed reads of one row's
+    id, in any session: every candidate is due). The maintenance pass asks first, in a read,
+    so that a pass with nothing to ring takes no write lock (issue 11)."""
     now = clock.now()
-    rows = session.execute(_ring_candidates(select(Todo.rung_at, Todo.ring_count), now, limit)).all()
-    return any(_ring_due(rung_at, ring_count, now) for rung_at, ring_count in rows)
+    return any(session.execute(query).first() is not None
+               for query in _ring_candidates(select(Todo.id), now, 1))
 
 
 def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
@@ -224,15 +248,13 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
     # Only the columns a wake names: the payload (JSON, kilobytes) and result are not read and
     # parsed for 200 todos in the write transaction (issue 11).
-    candidates = session.execute(_ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), now, limit)
-                                 ).scalars().all()
+    candidates = [todo for query in _ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), now, limit)
+                  for todo in session.execute(query).scalars()][:limit]
     groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
     live: dict[str, AgentSession | None] = {}
     cache: dict[Any, Any] = {}
     wakes = RingPass()
-    for todo in candidates:
-        if not _ring_due(todo.rung_at, todo.ring_count, now):
-            continue
+    for todo in candidates:  # each one due (the backoff is in the SQL)
         first = todo.rung_at is None
         # Prepared (compiled once) and the recipients cached per project: the pass runs in the
         # maintenance write transaction, and with a backlog of pending todos its 200 ORM

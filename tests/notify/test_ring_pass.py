@@ -19,7 +19,7 @@ from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.models import Todo
 from switchboard.notify import sessions
-from switchboard.notify.wakes import due_rings
+from switchboard.notify.wakes import due_rings, rings_due
 from switchboard.queue import todos
 from tests.conftest import configure
 from tests.services import fresh_postgres_database
@@ -128,3 +128,48 @@ def test_a_pass_reads_no_payloads(hub: Hub) -> None:
         event.remove(hub.db.engine, "before_cursor_execute", seen)
     reads = [st for st in statements if "FROM todos" in st]
     assert reads and not any("payload" in st or "todos.result" in st for st in reads)
+
+
+def _set_rings(hub: Hub, ids: list[str], rung: datetime | None, count: int) -> None:
+    with hub.db.write() as s:
+        for todo in s.execute(select(Todo).where(Todo.id.in_(ids))).scalars():  # type: ignore[attr-defined]
+            todo.rung_at, todo.ring_count = rung, count
+
+
+def test_todos_waiting_out_their_backoff_do_not_hide_the_due_ones(hub: Hub) -> None:
+    # A pass read the 200 oldest-rung candidates rung at least 30 s ago and skipped those not
+    # yet due: 250 todos rung 100 s ago for the third time (due again at 120 s) filled the
+    # window, so a todo due its second ring waited until they were due, and on PostgreSQL
+    # (NULLs sort last) a todo reassigned by a human (never rung, "rung on the next pass")
+    # waited as well.
+    waiting = _backlog(hub, "acme", 250, None)
+    _set_rings(hub, waiting, T0 - timedelta(seconds=100), 3)
+    due = _backlog(hub, "acme", 1, None)
+    _set_rings(hub, due, T0 - timedelta(seconds=40), 1)
+    reassigned = _backlog(hub, "acme", 1, None)
+    exhausted = _backlog(hub, "acme", 1, None)
+    _set_rings(hub, exhausted, T0 - timedelta(days=1), 8)  # MAX_RINGS: never again
+    with hub.db.read() as s:
+        assert rings_due(s, hub.clock)
+    with hub.db.write() as s:
+        wakes = due_rings(s, hub.clock)
+    assert wakes.todos == 2
+    rings = _rings(hub, waiting + due + reassigned + exhausted)
+    assert rings[due[0]] == (T0, 2) and rings[reassigned[0]] == (T0, 1)
+    assert all(rings[t] == (T0 - timedelta(seconds=100), 3) for t in waiting)
+    assert rings[exhausted[0]] == (T0 - timedelta(days=1), 8)
+    with hub.db.read() as s:  # nothing left due: the next pass takes no write lock
+        assert not rings_due(s, hub.clock)
+
+
+def test_a_pass_rings_never_rung_todos_before_a_backlog_of_due_ones(hub: Hub) -> None:
+    # 300 todos due a re-ring and one never rung: the pass rings 200, the never-rung one among
+    # them on both databases (NULLs sort last on PostgreSQL, first on SQLite).
+    backlog = _backlog(hub, "acme", 300, T0 - timedelta(seconds=31))
+    reassigned = _backlog(hub, "acme", 1, None)
+    with hub.db.write() as s:
+        wakes = due_rings(s, hub.clock)
+    assert wakes.todos == 200
+    rings = _rings(hub, backlog + reassigned)
+    assert rings[reassigned[0]] == (T0, 1)
+    assert sum(rings[t] == (T0, 2) for t in backlog) == 199
