@@ -89,7 +89,8 @@ class Todo(SQLModel, table=True):
         ),
         sa.Index("ix_todos_lease", "lease_expires_at", **_where("claimed")),
         sa.Index("ix_todos_retry", "next_retry_at", **_where("failed")),
-        sa.Index("ix_todos_ring", "rung_at", **_where("pending")),
+        # ring_count too: the re-ring pass's backoff test reads the index alone (migration 0018).
+        sa.Index("ix_todos_ring", "rung_at", "ring_count", **_where("pending")),
         # Cancelled todos are rare: this one is for counting them (metrics) without a table scan.
         sa.Index("ix_todos_cancelled", "updated_at", **_where("cancelled")),
         # Lists and their cursors (every state), in (created_at, id) order per project.
