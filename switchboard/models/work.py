@@ -13,9 +13,13 @@ from switchboard.models.base import json_column, new_id, time_column
 
 TODO_STATES = ("pending", "claimed", "done", "failed", "cancelled")
 
+MAX_RINGS = 8
+"""Wakes a pending todo gets at most (its first and the re-rings, ``notify/wakes.py``); a todo
+rung this often leaves ``ix_todos_ring``, whose predicate names the number (migration 0019)."""
 
-def _where(state: str) -> dict[str, Any]:
-    clause = sa.text(f"state = '{state}'")
+
+def _where(state: str, also: str = "") -> dict[str, Any]:
+    clause = sa.text(f"state = '{state}'" + (f" AND {also}" if also else ""))
     return {"sqlite_where": clause, "postgresql_where": clause}
 
 
@@ -89,8 +93,10 @@ class Todo(SQLModel, table=True):
         ),
         sa.Index("ix_todos_lease", "lease_expires_at", **_where("claimed")),
         sa.Index("ix_todos_retry", "next_retry_at", **_where("failed")),
-        # ring_count too: the re-ring pass's backoff test reads the index alone (migration 0018).
-        sa.Index("ix_todos_ring", "rung_at", "ring_count", **_where("pending")),
+        # ring_count too: the re-ring pass's backoff test reads the index alone (migration 0018);
+        # only the todos still to ring: those rung MAX_RINGS times never are again (0019).
+        sa.Index("ix_todos_ring", "rung_at", "ring_count",
+                 **_where("pending", f"ring_count < {MAX_RINGS}")),
         # Cancelled todos are rare: this one is for counting them (metrics) without a table scan.
         sa.Index("ix_todos_cancelled", "updated_at", **_where("cancelled")),
         # Lists and their cursors (every state), in (created_at, id) order per project.

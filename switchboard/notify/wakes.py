@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy import bindparam, func, literal_column, or_, select, update
 from sqlalchemy.orm import load_only
 from sqlmodel import Session
 
@@ -37,6 +37,7 @@ from switchboard.models import (
     in_state,
     still_in_state,
 )
+from switchboard.models.work import MAX_RINGS
 from switchboard.notify import sessions
 from switchboard.prepared import Prepared
 from switchboard.text import readable
@@ -168,7 +169,6 @@ _WAKE_COLUMNS = (Todo.id, Todo.project_id, Todo.queue, Todo.kind, Todo.title, To
 
 RING_BASE_SECONDS = 30
 RING_CAP_SECONDS = 900
-MAX_RINGS = 8
 
 
 def ring_after_seconds(rings: int) -> int:
@@ -215,9 +215,13 @@ def _ring_candidates(query: Any, now: datetime, limit: int) -> list[Any]:
     the oldest rung todos that skipped those still waiting let 200 todos in their backoff hide
     every due one behind them; and the never-rung come first on both databases (PostgreSQL
     sorts NULLs last). Both ride ``ix_todos_ring``: ``rung_at IS NULL``, then a range up to the
-    shortest wait's cutoff.
+    shortest wait's cutoff. The index holds only the pending todos rung fewer than
+    :data:`MAX_RINGS` times (migration 0019), and a partial index serves only a WHERE that
+    repeats its predicate, so the limit is a SQL literal here, as the state is
+    (:func:`~switchboard.models.work.in_state`): the todos rung out no longer sit, oldest
+    first, in front of every read (40,000 of them: 3.8 ms per idle check on SQLite).
     """
-    pending = query.where(in_state(Todo.state, "pending"), Todo.ring_count < MAX_RINGS)
+    pending = query.where(in_state(Todo.state, "pending"), Todo.ring_count < literal_column(str(MAX_RINGS)))
     never = pending.where(Todo.rung_at.is_(None))  # type: ignore[union-attr]
     waited = or_(*(Todo.ring_count.between(low, high) & (Todo.rung_at <= now - timedelta(seconds=seconds))
                    for seconds, low, high in _BUCKETS))
@@ -249,8 +253,10 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
     # Only the columns a wake names: the payload (JSON, kilobytes) and result are not read and
     # parsed for 200 todos in the write transaction (issue 11).
-    candidates = [todo for query in _ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), now, limit)
-                  for todo in session.execute(query).scalars()][:limit]
+    never, again = _ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), now, limit)
+    candidates = list(session.execute(never).scalars())
+    if len(candidates) < limit:  # the never-rung did not fill the pass: those due again
+        candidates += list(session.execute(again).scalars())[:limit - len(candidates)]
     groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
     live: dict[str, AgentSession | None] = {}
     cache: dict[Any, Any] = {}

@@ -6,6 +6,7 @@ statements are SQLite's one write lock held. With 40,000 pending todos its 200 O
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -194,3 +195,70 @@ def test_the_backoff_is_read_from_the_ring_index_alone(sqlite_hub: Hub) -> None:
             table_cursors = {row[2] for row in program if row[1] == "OpenRead" and row[3] == table_root}
             table_reads = [row for row in program if row[1] == "Column" and row[2] in table_cursors]
             assert table_reads == [], (str(compiled), table_reads)
+
+
+def _exhaust(hub: Hub, n: int) -> list[str]:
+    ids = _backlog(hub, "acme", n, None)
+    _set_rings(hub, ids, T0 - timedelta(days=1), 8)  # MAX_RINGS: rung out, still pending
+    return ids
+
+
+def test_todos_rung_out_stay_out_of_the_ring_index(hub: Hub) -> None:
+    # Migration 0019: a todo rung MAX_RINGS times stays pending with the oldest rung_at, and in
+    # ix_todos_ring (state = 'pending') every backoff read walked past all of them first (40,000:
+    # 3.8 ms per idle check on SQLite; on PostgreSQL 275 buffers against 1). The index now holds
+    # only the todos still to ring, and the reads name the same predicate in literals, so both
+    # databases use it, PostgreSQL's generic plans (psycopg prepares after five runs) included.
+    from switchboard.notify.wakes import _ring_candidates
+
+    rung_out = _exhaust(hub, 300)
+    due = _backlog(hub, "acme", 1, T0 - timedelta(seconds=31))
+    with hub.db.read() as s:
+        assert rings_due(s, hub.clock)
+    with hub.db.write() as s:
+        assert due_rings(s, hub.clock).todos == 1
+    assert _rings(hub, due)[due[0]] == (T0, 2)
+    assert all(r == (T0 - timedelta(days=1), 8) for r in _rings(hub, rung_out).values())
+    with hub.db.read() as s:
+        conn = s.connection()
+        if hub.db.is_sqlite:
+            # The index's entries (one page: its cells; Debian's SQLite has the dbstat table).
+            cells = conn.exec_driver_sql("SELECT sum(ncell) FROM dbstat WHERE name = 'ix_todos_ring'").scalar()
+            assert cells == 1  # the one just rung, not the 300 rung out
+            return
+        conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        for n, query in enumerate(_ring_candidates(select(Todo.ring_count), T0, 1)):
+            compiled = query.compile(dialect=s.bind.dialect)
+            names = list(compiled.params)
+            sql = str(compiled)
+            for i, name in enumerate(names, 1):
+                sql = sql.replace(f"%({name})s", f"${i}")
+            conn.exec_driver_sql(f"PREPARE ring_{n} AS {sql}")
+            args = ", ".join(sa_literal(compiled.params[name], s) for name in names)
+            execute = f"EXECUTE ring_{n}" + (f"({args})" if args else "")
+            plan = conn.exec_driver_sql(f"EXPLAIN (FORMAT JSON) {execute}").scalar()
+            nodes = json.dumps(plan)
+            assert '"Index Name": "ix_todos_ring"' in nodes, (sql, nodes)
+
+
+def sa_literal(value: Any, session: Any) -> str:
+    from sqlalchemy import literal
+
+    return str(literal(value).compile(dialect=session.bind.dialect, compile_kwargs={"literal_binds": True}))
+
+
+def test_a_pass_filled_by_never_rung_todos_skips_the_backoff_read(sqlite_hub: Hub) -> None:
+    hub = sqlite_hub
+    never = _backlog(hub, "acme", 5, None)
+    due = _backlog(hub, "acme", 3, T0 - timedelta(seconds=31))
+    statements: list[str] = []
+    with hub.db.write() as s:
+        raw = s.connection().connection.dbapi_connection
+        raw.set_trace_callback(statements.append)
+        try:
+            assert due_rings(s, hub.clock, limit=5).todos == 5
+        finally:
+            raw.set_trace_callback(None)
+    assert not [q for q in statements if "ORDER BY todos.rung_at" in q]
+    rings = _rings(hub, never + due)
+    assert all(rings[t] == (T0, 1) for t in never) and all(rings[t][1] == 1 for t in due)
