@@ -310,15 +310,17 @@ async def test_a_replacement_whose_stream_ended_meanwhile_does_not_pass_the_cap(
         live: LiveApp, monkeypatch: pytest.MonkeyPatch) -> None:
     # A review: a stream replacing a session held here took no place; when the held stream ended
     # before the replacement attached, and another stream took the free place, the agent had 9.
+    import threading
     import time
 
     from switchboard.web import agent_api
 
     real = agent_api._open_session
-    armed = False
+    armed, opening = False, threading.Event()
 
     def slow(hub: Any, agent_id: str, session_id: str, *rest: Any) -> Any:
         if session_id == "ses_0" and armed:
+            opening.set()  # past the place check: it found ses_0 attached and took no place
             time.sleep(1.5)
         return real(hub, agent_id, session_id, *rest)
 
@@ -343,7 +345,11 @@ async def test_a_replacement_whose_stream_ended_meanwhile_does_not_pass_the_cap(
                 await anyio.sleep(0.05)
         armed = True
         tg.start_soon(hold, "ses_0", done)  # a replacement: no place taken
-        await anyio.sleep(0.3)
+        # Until it is past the place check (CI once closed the old stream first, after a fixed
+        # 0.3 s, on a loaded machine: the replacement then took the free place, rightly).
+        with anyio.fail_after(20):
+            while not opening.is_set():
+                await anyio.sleep(0.02)
         close0.set()  # the stream it replaces ends meanwhile
         with anyio.fail_after(10):
             while live.hub.streams.count(live.world.agent_id) >= agent_api.MAX_STREAMS_PER_AGENT:
