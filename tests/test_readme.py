@@ -1,5 +1,6 @@
 """A new user's run of the README (issue 14): from a clean clone, the Quick start, the first local
-test and the MCP client example run, and print what the README says they print.
+test (a claim and a complete included) and the MCP client example run, and print what the README
+says they print.
 
 What differs from a person at a terminal, on purpose:
 - the clone's virtualenv reuses this environment's installed dependencies (a ``.pth`` file) and
@@ -8,13 +9,15 @@ What differs from a person at a terminal, on purpose:
 - the port is a free one instead of 8080 (other things may listen there): ``8080`` in the
   README's commands and outputs is replaced by it, through ``SWITCHBOARD_PORT``;
 - ``switchboard serve`` runs in the background until the test ends;
-- ``SRC=src_... SECRET=...`` gets the values ``source add`` printed.
+- ``SRC=src_... SECRET=...`` gets the values ``source add`` printed, ``TOKEN=sbk_...`` the token
+  ``token vend`` printed, ``TODO=td_... LEASE=...`` the todo id and lease token of the claim.
 
 Expected output is every ``#   `` line under a command; ``...`` matches anything.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -77,7 +80,8 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
     server = None
     try:
         for command, expected in _steps(_block(readme, "## Quick start")[2:] + _block(readme, "### A first local test")
-                                     + _block(readme, "A ping becomes a feed event only")):
+                                     + _block(readme, "A ping becomes a feed event only")
+                                     + _block(readme, "An agent claims it, gets a lease")):
             command = command.replace("8080", port)
             expected = [e.replace("8080", port) for e in expected]
             if command == "switchboard serve":
@@ -90,6 +94,13 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
                 src = re.search(r"^source (src_\w+)$", outputs["source add"], re.MULTILINE).group(1)
                 secret = re.search(r"^secret \(shown once\): (\S+)$", outputs["source add"], re.MULTILINE).group(1)
                 assignments.append(f"SRC={src} SECRET={shlex.quote(secret)}")
+                continue
+            elif command.startswith("TOKEN=sbk_..."):
+                assignments.append(f"TOKEN={outputs['token vend'].strip()}")
+                continue
+            elif command.startswith("TODO=td_..."):
+                claim = json.loads(output)  # the claim's answer, the step before
+                assignments.append(f"TODO={claim['todo']['id']} LEASE={shlex.quote(claim['lease_token'])}")
                 continue
             elif re.match(r"^[a-z]+=", command):
                 assignments.append(command)
