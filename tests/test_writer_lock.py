@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from switchboard.config import Settings
 from switchboard.db import Database, upgrade
+from tests.conftest import wait_for
 
 
 def _db(tmp_path: Path) -> Database:
@@ -45,6 +46,9 @@ def test_more_waiting_writers_than_the_pool_holds_take_one_connection_and_all_fi
     try:
         for t in threads:
             t.start()
+        # A writer waits on the flock (a fixed 1 s could pass before any thread got that far on a
+        # loaded machine); then the others have a while to queue, holding no connection.
+        wait_for(lambda: db.engine.pool.checkedout() >= 1, timeout=30)
         time.sleep(1.0)
         assert db.engine.pool.checkedout() == 1  # the one writer waiting on the flock
     finally:

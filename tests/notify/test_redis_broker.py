@@ -81,13 +81,14 @@ def test_a_malformed_or_failing_message_is_reported_as_such_and_the_next_one_goe
     broker = RedisBroker(redis_url, streams=streams)  # type: ignore[arg-type]
     publisher = redis.Redis.from_url(redis_url)
     try:
-        time.sleep(0.3)  # the listener subscribes
+        # Until the listener is subscribed to both channels (Redis drops what it has no subscriber for).
+        wait_for(lambda: all(n >= 1 for _, n in publisher.pubsub_numsub(WAKE_CHANNEL, EVENT_CHANNEL)), timeout=20)
         for data in ("[1]", '"x"', "{", json.dumps({"todo_id": "td_0"})):
             publisher.publish(WAKE_CHANNEL, data)
         publisher.publish(EVENT_CHANNEL, "[1]")
         publisher.publish(WAKE_CHANNEL, json.dumps(_wake(2).to_dict()))  # delivering it fails
         publisher.publish(WAKE_CHANNEL, json.dumps(_wake(1).to_dict()))
-        wait_for(lambda: "td_1" in streams.delivered, timeout=5)
+        wait_for(lambda: "td_1" in streams.delivered, timeout=20)
         assert streams.delivered == ["td_1"]
     finally:
         broker.close()
