@@ -122,7 +122,7 @@ async def test_github_delivery_wakes_the_channel_and_is_claimed(tmp_path: Path) 
             follow_up_body = json.dumps(follow_up).encode()
             assert httpx2.post(source["url"], content=follow_up_body,
                                headers=github_headers(follow_up_body, source["secret"])).status_code == 202
-            next_wake = await listener.next_wake()
+            next_wake = await listener.next_wake(timeout=30)  # after two deliveries' processing
             assert "Issue #2 opened" in next_wake.content
 
             listed = await client.call_tool("todo_list", {})

@@ -227,7 +227,7 @@ async def test_doorbell_verdicts_no_session_unheard_and_heard(live: LiveApp) -> 
         assert outcome["code"] == 0 and outcome["verdict"]["verdict"] == "heard"  # type: ignore[index]
         # The tool too; another agent's or an unknown ring is not_found.
         rung = (await agent.ok("doorbell_test"))["structuredContent"]
-        assert rung["sessions"] == 1 and (await listener.next_wake()).meta == {"ring_id": rung["ring_id"]}
+        assert rung["sessions"] == 1 and (await listener.next_wake(timeout=15)).meta == {"ring_id": rung["ring_id"]}
         assert (await agent.error("doorbell_ack", {"ring_id": "rng_nope"}))["code"] == "not_found"
 
 

@@ -129,8 +129,10 @@ def test_under_load_hand_offs_wait_for_each_other_and_a_lone_one_goes_at_once(
         # At most one hand-off per linger interval (plus the first, at once), not one per commit.
         elapsed = time.monotonic() - began
         assert len(calls) <= elapsed / dispatcher_module.RQ_LINGER_SECONDS + 2, (len(calls), elapsed)
+        # Each time is taken after the hand-off thread's own, which a loaded machine may delay;
+        # one hand-off per commit would be about 1 ms apart.
         starts = [at for at, _ in calls]
-        assert all(b - a >= dispatcher_module.RQ_LINGER_SECONDS * 0.9 for a, b in zip(starts, starts[1:]))
+        assert all(b - a >= dispatcher_module.RQ_LINGER_SECONDS * 0.5 for a, b in zip(starts, starts[1:]))
     finally:
         dispatcher.close()
 

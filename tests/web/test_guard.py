@@ -223,24 +223,29 @@ def test_a_body_trickled_slowly_gets_408(tight: LiveApp) -> None:
     assert took < 4
 
 
-def test_a_source_reads_a_bounded_number_of_bodies_at_once(tight: LiveApp) -> None:
-    host, port = tight.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as slow:
-        slow.sendall(f"POST /hooks/{tight.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{{"
-                     .encode())
-        # the first body is being read (it never completes); a second one for the same source waits for nothing
+def test_a_source_reads_a_bounded_number_of_bodies_at_once(settings) -> None:  # type: ignore[no-untyped-def]
+    # One body per source, read for up to 60 s: with the 1 s of `tight`, a loaded machine could
+    # answer the slow body 408 (freeing its place) before a second request came to be refused.
+    settings = settings.with_overrides(body_timeout_seconds=60, source_body_concurrency=1)
+    world = configure(settings)
+    for url, _ in serve_in_thread(settings):
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as slow:
+            slow.sendall(f"POST /hooks/{world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{{"
+                         .encode())
+            # the first body is being read (it never completes); a second one for the same source waits for nothing
 
-        def refused() -> httpx2.Response | None:
-            r = httpx2.post(f"{tight.url}/hooks/{tight.world.source_id}", content=b"{}")
-            return r if r.status_code == 429 else None
+            def refused() -> httpx2.Response | None:
+                r = httpx2.post(f"{url}/hooks/{world.source_id}", content=b"{}", timeout=30)
+                return r if r.status_code == 429 else None
 
-        from tests.conftest import wait_for
+            from tests.conftest import wait_for
 
-        r = wait_for(refused, timeout=3)
-        assert r.json()["code"] == "rate_limited" and r.headers["Retry-After"] == "1"
-        # another source is not affected
-        other = httpx2.post(f"{tight.url}/hooks/src_nosuchsource0000000000", content=b"{}")
-        assert other.status_code == 404
+            r = wait_for(refused, timeout=30)
+            assert r.json()["code"] == "rate_limited" and r.headers["Retry-After"] == "1"
+            # another source is not affected
+            other = httpx2.post(f"{url}/hooks/src_nosuchsource0000000000", content=b"{}", timeout=30)
+            assert other.status_code == 404
 
 
 def test_an_idle_connection_and_partial_headers_are_closed(tight: LiveApp) -> None:

@@ -65,7 +65,9 @@ def test_health_answers_while_another_process_holds_the_sqlite_write_lock_and_a_
                 assert client.get(f"{server.url}/api/v1/health").status_code == 200
                 slowest = max(slowest, time.perf_counter() - t0)
         assert hook.is_alive(), "the webhook should still be waiting for the write lock"
-        assert slowest < 0.5, f"health took {slowest:.2f} s while a webhook waited for the write lock"
+        # Far from the fault (the write lock's 10 s busy timeout; 9.7 s measured), wide enough
+        # for a loaded CI machine (one request of twenty may wait its turn for a core).
+        assert slowest < 3.0, f"health took {slowest:.2f} s while a webhook waited for the write lock"
 
         assert holder.stdin is not None
         holder.stdin.write("\n")

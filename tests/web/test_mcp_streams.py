@@ -52,12 +52,13 @@ async def test_a_reopened_get_stream_replaces_the_old_one_at_once_and_speaks_fir
         async with get_stream(http, live, session_id) as old:
             assert old.status_code == 200
             old_lines = old.aiter_lines()
-            with anyio.fail_after(5):
+            with anyio.fail_after(20):
                 assert await old_lines.__anext__() == ": stream open"
-            assert time.monotonic() - started < 1.0, "the first byte within a second"
+            # At once, not at the first message (maybe never); seconds, for a loaded CI machine.
+            assert time.monotonic() - started < 10.0, "the first byte within seconds"
             async with get_stream(http, live, session_id) as new:
                 assert new.status_code == 200  # was 409 for 30 s and more
-                with anyio.fail_after(5):
+                with anyio.fail_after(20):
                     assert await new.aiter_lines().__anext__() == ": stream open"
                     async for _ in old_lines:  # the old stream has ended
                         pass
