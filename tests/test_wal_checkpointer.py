@@ -48,7 +48,7 @@ def test_the_checkpointer_copies_the_log_into_the_database_file(tmp_path: Path) 
         db.start_checkpointer(interval=0.02)
         _copied(path)
         assert db.checkpointer is not None
-        wait_for(lambda: db.checkpointer.checkpoints >= 1, timeout=5)  # type: ignore[union-attr]
+        wait_for(lambda: db.checkpointer.checkpoints >= 1, timeout=20)  # type: ignore[union-attr]
         time.sleep(0.2)  # ten more passes over a log already copied count nothing
         assert db.checkpointer.checkpoints == 1
         with db.read() as s:
@@ -185,10 +185,10 @@ def test_the_restart_waits_for_the_writer_holding_the_lock(tmp_path: Path) -> No
         try:
             assert db.write_lock is not None
             with db.write_lock, db.flocked():  # a writer (of any process) between its BEGIN and COMMIT
-                wait_for(lambda: checkpointer.checkpoints >= 1, timeout=5)  # copied, not started over
+                wait_for(lambda: checkpointer.checkpoints >= 1, timeout=20)  # copied, not started over
                 time.sleep(0.1)
                 assert checkpointer.locked_passes == 0
-            wait_for(lambda: checkpointer.locked_passes >= 1, timeout=5)  # its turn came once the writer left
+            wait_for(lambda: checkpointer.locked_passes >= 1, timeout=20)  # its turn came once the writer left
             with db.write() as s:  # the next writer starts at the beginning of the log file
                 s.execute(sa.text("INSERT INTO t VALUES (1)"))
             conn = sqlite3.connect(db._file, isolation_level=None)
@@ -211,12 +211,12 @@ def test_an_idle_log_is_not_locked_again_on_every_pass(tmp_path: Path) -> None:
         _fill(db)  # about 200 frames in the log
         checkpointer = WalCheckpointer(str(db._file), interval=0.01, lock_path=db._flock_path, restart_frames=100)
         try:
-            wait_for(lambda: checkpointer.locked_passes >= 1, timeout=5)
+            wait_for(lambda: checkpointer.locked_passes >= 1, timeout=20)
             passes = checkpointer.passes
-            wait_for(lambda: checkpointer.passes >= passes + 10, timeout=5)
+            wait_for(lambda: checkpointer.passes >= passes + 10, timeout=20)
             assert checkpointer.locked_passes == 1
             _write_steadily(db, 50)  # the next writer started the log over; it grew again
-            wait_for(lambda: checkpointer.locked_passes >= 2, timeout=5)
+            wait_for(lambda: checkpointer.locked_passes >= 2, timeout=20)
         finally:
             checkpointer.close()
     finally:
@@ -245,7 +245,7 @@ def test_a_lock_file_error_is_reported_once_and_the_thread_goes_on(
             checkpointer = WalCheckpointer(str(db._file), interval=0.01, lock_path=db._flock_path,
                                            restart_frames=100)
             try:
-                wait_for(lambda: len(tries) >= 5, timeout=5)  # every pass tries again
+                wait_for(lambda: len(tries) >= 5, timeout=20)  # every pass tries again
                 assert checkpointer._thread.is_alive() and checkpointer.locked_passes == 0
             finally:
                 checkpointer.close()

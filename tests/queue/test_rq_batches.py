@@ -116,7 +116,7 @@ def test_under_load_hand_offs_wait_for_each_other_and_a_lone_one_goes_at_once(
         time.sleep(0.05)
         sent = time.monotonic()
         dispatcher.submit(["dlv_lone"])
-        wait_for(lambda: calls, timeout=5)
+        wait_for(lambda: calls, timeout=20)
         assert calls[0][1] == ["dlv_lone"] and calls[0][0] - sent < dispatcher_module.RQ_LINGER_SECONDS
         calls.clear()
         time.sleep(0.05)
@@ -124,7 +124,7 @@ def test_under_load_hand_offs_wait_for_each_other_and_a_lone_one_goes_at_once(
         for i in range(40):  # one commit's ids every millisecond for 40 ms, within one linger
             dispatcher.submit([f"dlv_{i}"])
             time.sleep(0.001)
-        wait_for(lambda: sum(len(ids) for _, ids in calls) == 40, timeout=5)
+        wait_for(lambda: sum(len(ids) for _, ids in calls) == 40, timeout=20)
         assert [i for _, ids in calls for i in ids] == [f"dlv_{i}" for i in range(40)]  # in order, once
         # At most one hand-off per linger interval (plus the first, at once), not one per commit.
         elapsed = time.monotonic() - began
@@ -151,11 +151,11 @@ def test_a_delivery_named_twice_in_one_hand_off_is_enqueued_once(redis_url: str)
     dispatcher.enqueue = enqueue  # type: ignore[method-assign]
     try:
         dispatcher.submit(["dlv_first"])
-        wait_for(lambda: calls, timeout=5)  # the thread is busy: the next submits wait together
+        wait_for(lambda: calls, timeout=20)  # the thread is busy: the next submits wait together
         dispatcher.submit(["dlv_a", "dlv_b"])
         dispatcher.submit(["dlv_b", "dlv_a", "dlv_c"])
         gate.set()
-        wait_for(lambda: len(calls) == 2, timeout=5)
+        wait_for(lambda: len(calls) == 2, timeout=20)
         assert calls[1] == ["dlv_a", "dlv_b", "dlv_c"]
     finally:
         gate.set()
@@ -203,7 +203,7 @@ def test_the_periodic_sweep_does_not_enqueue_again_while_jobs_wait_for_a_worker(
         assert isinstance(hub.dispatcher, RqDispatcher)
         assert hub._should_redispatch()  # nothing waits: a lost delivery is handed over
         assert jobs.sweep(hub, utcnow(), redispatch=hub._should_redispatch()) == 3
-        wait_for(lambda: queue.count == 1, timeout=5)
+        wait_for(lambda: queue.count == 1, timeout=20)
         assert hub._should_redispatch()  # a fresh job: workers may well be keeping up
         job = queue.fetch_job(queue.get_job_ids(0, 1)[0])
         job.enqueued_at = datetime.now(UTC) - timedelta(seconds=settings.sweep_grace_seconds + 5)
