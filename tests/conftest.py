@@ -189,6 +189,16 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
+def recheck_after_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``inbox_wait`` re-reads the ledger after 60 s instead of 2 s: a wait that returns within
+    seconds was woken by the answer, not found by the re-check, with a margin a loaded CI machine
+    cannot eat."""
+    from switchboard.inbox import waiting
+
+    monkeypatch.setattr(waiting, "RECHECK_SECONDS", 60.0)
+
+
+@pytest.fixture
 def world(settings: Settings) -> World:
     """A configured fresh instance."""
     return configure(settings)

@@ -6,7 +6,7 @@ the first byte at once, a per-agent cap with 429."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -339,38 +339,37 @@ async def test_a_replacement_whose_stream_ended_meanwhile_does_not_pass_the_cap(
                 await stream.line()
                 await until.wait()
 
+    def attached() -> int:
+        return live.hub.streams.count(live.world.agent_id)
+
+    async def until(condition: Callable[[], bool], timeout: float = 20) -> None:
+        """Poll ``condition``, noting the most streams attached meanwhile."""
+        nonlocal most
+        with anyio.fail_after(timeout):
+            while not condition():
+                most = max(most, attached())
+                await anyio.sleep(0.02)
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(hold, "ses_0", close0)
         for n in range(1, agent_api.MAX_STREAMS_PER_AGENT):
             tg.start_soon(hold, f"ses_{n}", done)
-        with anyio.fail_after(20):
-            while live.hub.streams.count(live.world.agent_id) < agent_api.MAX_STREAMS_PER_AGENT:
-                await anyio.sleep(0.05)
+        await until(lambda: attached() >= agent_api.MAX_STREAMS_PER_AGENT)
         armed = True
         tg.start_soon(hold, "ses_0", done)  # a replacement: no place taken
         # Until it is past the place check (CI once closed the old stream first, after a fixed
         # 0.3 s, on a loaded machine: the replacement then took the free place, rightly).
-        with anyio.fail_after(20):
-            while not opening.is_set():
-                await anyio.sleep(0.02)
+        await until(opening.is_set)
         close0.set()  # the stream it replaces ends meanwhile
-        with anyio.fail_after(10):
-            while live.hub.streams.count(live.world.agent_id) >= agent_api.MAX_STREAMS_PER_AGENT:
-                await anyio.sleep(0.05)
+        await until(lambda: attached() < agent_api.MAX_STREAMS_PER_AGENT, timeout=10)
         tg.start_soon(hold, "ses_new", done)  # takes the free place
         # Then the replacement goes on (a fixed 1.5 s in it was a window a loaded machine could
         # miss: the replacement then attached first, rightly, and ses_new had the 429).
-        with anyio.fail_after(20):
-            while ("ses_new", 200) not in statuses:
-                most = max(most, live.hub.streams.count(live.world.agent_id))
-                await anyio.sleep(0.02)
+        await until(lambda: ("ses_new", 200) in statuses)
         proceed.set()
-        with anyio.fail_after(20):
-            while len(statuses) < agent_api.MAX_STREAMS_PER_AGENT + 2:
-                most = max(most, live.hub.streams.count(live.world.agent_id))
-                await anyio.sleep(0.02)
+        await until(lambda: len(statuses) >= agent_api.MAX_STREAMS_PER_AGENT + 2)
         await anyio.sleep(0.5)
-        most = max(most, live.hub.streams.count(live.world.agent_id))
+        most = max(most, attached())
         done.set()
     assert most == agent_api.MAX_STREAMS_PER_AGENT
     assert statuses[-2:] == [("ses_new", 200), ("ses_0", 429)]

@@ -7,13 +7,14 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
 from switchboard import admin
 from switchboard.hub import Hub
-from tests.conftest import LiveApp, World, configure, serve_in_thread
+from tests.conftest import LiveApp, World, configure, serve_in_thread, wait_for
 
 
 def _human_token(world: World) -> str:
@@ -26,14 +27,25 @@ def _human_token(world: World) -> str:
         hub.close()
 
 
-@pytest.fixture
-def tight(settings) -> Iterator[LiveApp]:  # type: ignore[no-untyped-def]
-    """A live app with small limits: 4 KiB REST bodies, 1 s body time, 1 body per source, 2 s headers."""
-    settings = settings.with_overrides(rest_max_body_bytes=4096, body_timeout_seconds=1, source_body_concurrency=1,
-                                       header_timeout_seconds=2)
+def _served(settings, **overrides: Any) -> Iterator[LiveApp]:  # type: ignore[no-untyped-def]
+    """A configured instance with ``overrides`` served in-process over real HTTP."""
+    settings = settings.with_overrides(**overrides)
     world = configure(settings)
     for url, hub in serve_in_thread(settings):
         yield LiveApp(url, hub, world)
+
+
+@pytest.fixture
+def tight(settings) -> Iterator[LiveApp]:  # type: ignore[no-untyped-def]
+    """A live app with small limits: 4 KiB REST bodies, 1 s body time, 1 body per source, 2 s headers."""
+    yield from _served(settings, rest_max_body_bytes=4096, body_timeout_seconds=1, source_body_concurrency=1,
+                       header_timeout_seconds=2)
+
+
+@pytest.fixture
+def one_slow_body(settings) -> Iterator[LiveApp]:  # type: ignore[no-untyped-def]
+    """A live app reading one body per source, each for up to 60 s."""
+    yield from _served(settings, body_timeout_seconds=60, source_body_concurrency=1)
 
 
 def _raw(url: str, request: bytes, read_timeout: float = 5.0) -> tuple[bytes, float]:
@@ -223,29 +235,25 @@ def test_a_body_trickled_slowly_gets_408(tight: LiveApp) -> None:
     assert took < 4
 
 
-def test_a_source_reads_a_bounded_number_of_bodies_at_once(settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_source_reads_a_bounded_number_of_bodies_at_once(one_slow_body: LiveApp) -> None:
     # One body per source, read for up to 60 s: with the 1 s of `tight`, a loaded machine could
     # answer the slow body 408 (freeing its place) before a second request came to be refused.
-    settings = settings.with_overrides(body_timeout_seconds=60, source_body_concurrency=1)
-    world = configure(settings)
-    for url, _ in serve_in_thread(settings):
-        host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=5) as slow:
-            slow.sendall(f"POST /hooks/{world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{{"
-                         .encode())
-            # the first body is being read (it never completes); a second one for the same source waits for nothing
+    live = one_slow_body
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as slow:
+        slow.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{{"
+                     .encode())
+        # the first body is being read (it never completes); a second one for the same source waits for nothing
 
-            def refused() -> httpx2.Response | None:
-                r = httpx2.post(f"{url}/hooks/{world.source_id}", content=b"{}", timeout=30)
-                return r if r.status_code == 429 else None
+        def refused() -> httpx2.Response | None:
+            r = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=b"{}", timeout=30)
+            return r if r.status_code == 429 else None
 
-            from tests.conftest import wait_for
-
-            r = wait_for(refused, timeout=30)
-            assert r.json()["code"] == "rate_limited" and r.headers["Retry-After"] == "1"
-            # another source is not affected
-            other = httpx2.post(f"{url}/hooks/src_nosuchsource0000000000", content=b"{}", timeout=30)
-            assert other.status_code == 404
+        r = wait_for(refused, timeout=30)
+        assert r.json()["code"] == "rate_limited" and r.headers["Retry-After"] == "1"
+        # another source is not affected
+        other = httpx2.post(f"{live.url}/hooks/src_nosuchsource0000000000", content=b"{}", timeout=30)
+        assert other.status_code == 404
 
 
 def test_an_idle_connection_and_partial_headers_are_closed(tight: LiveApp) -> None:
@@ -311,7 +319,7 @@ def test_a_lone_surrogate_in_question_post_over_rest_is_400(live: LiveApp) -> No
 
 
 def test_a_webhook_nested_deeper_than_64_is_refused_and_64_is_readable_over_the_tools(live: LiveApp) -> None:
-    from tests.conftest import CASES, github_headers, wait_for
+    from tests.conftest import CASES, github_headers
 
     issue = json.loads((CASES / "github" / "issues.opened.json").read_bytes())
     nested: object = "leaf"

@@ -31,12 +31,8 @@ def _problem(resp: httpx2.Response, status: int, code: str) -> None:
     assert body["code"] == code and body["status"] == status and body["type"].endswith(code)
 
 
-def test_inbox_round_trip_between_agent_and_human(live: LiveApp, monkeypatch: pytest.MonkeyPatch) -> None:
-    from switchboard.inbox import waiting
-
-    # A ledger re-check after 60 s, not 2 s: "woken by the answer" is then told from "found by
-    # the re-check" with a margin a loaded CI machine cannot eat (the wait itself is 20 s).
-    monkeypatch.setattr(waiting, "RECHECK_SECONDS", 60.0)
+@pytest.mark.usefixtures("recheck_after_a_minute")  # the wait itself is 20 s
+def test_inbox_round_trip_between_agent_and_human(live: LiveApp) -> None:
     human = _human_token(live)
     q = _api(live, "POST", "/inbox/questions", json={"project": "acme", "title": "Merge?", "options": ["yes", "no"]})
     assert q.status_code == 201 and q.json()["status"] == "open"
