@@ -348,6 +348,11 @@ def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str
             lease_token: str | None = None, session_key: str | None = None) -> dict[str, Any]:
     """Give a held todo back: ``pending`` again, no failure counted (outcome ``released``).
 
+    The todo rings afresh (``rung_at`` cleared, ``ring_count`` 0), as a todo the reaper
+    re-queues does: one rung :data:`~switchboard.models.work.MAX_RINGS` times before its claim
+    would otherwise never be rung again, and only a pull would find it (DESIGN.md §6.5, "re-rung
+    with backoff while unclaimed").
+
     Raises:
         Conflict: not held by the caller, stale token, or expired lease.
     """
@@ -355,7 +360,7 @@ def release(session: Session, clock: Clock, agent_id: str, grants: dict[str, str
     now = lease_now(session, clock)
     todo, attempt = _held(session, clock, agent_id, grants, todo_id, lease_token, session_key, now)
     _transition(session, todo, state="pending", lease_token=None, lease_expires_at=None, claimed_by=None,
-                lease_session=None, updated_at=now)
+                lease_session=None, rung_at=None, ring_count=0, updated_at=now)
     attempt.ended_at, attempt.outcome = now, "released"
     session.flush()
     return row(todo)

@@ -320,7 +320,9 @@ def list_dead_letters(
 
 
 def retry_dead_letter(session: Session, clock: Clock, todo_id: str) -> dict[str, Any]:
-    """A human sends a dead letter back to ``pending`` with a fresh attempt budget.
+    """A human sends a dead letter back to ``pending`` with a fresh attempt budget; it rings
+    afresh (``rung_at`` cleared, ``ring_count`` 0), as re-queued work does (see
+    :func:`switchboard.queue.leases.release`).
 
     Raises:
         NotFound: no such todo. Conflict: the todo is not dead-lettered.
@@ -331,6 +333,7 @@ def retry_dead_letter(session: Session, clock: Clock, todo_id: str) -> dict[str,
     if not (todo.state == "failed" and todo.next_retry_at is None):
         raise Conflict(f"the todo is {todo.state}, not dead-lettered")
     todo.state, todo.failure_count, todo.updated_at = "pending", 0, clock.now()
+    todo.rung_at, todo.ring_count = None, 0
     session.flush()
     return row(todo)
 

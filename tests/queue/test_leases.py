@@ -261,6 +261,33 @@ def test_unrung_todos_ring_once_then_with_backoff(hub: Hub) -> None:
     assert hub.reap()["rung"] == 0  # claimed: no more rings
 
 
+def _ring_out(hub: Hub, tid: str) -> None:
+    """Ring ``tid`` until it is rung out (:data:`MAX_RINGS` wakes, still pending)."""
+    while _todo(hub, tid).ring_count < MAX_RINGS:
+        hub.clock.advance(1000)  # type: ignore[attr-defined]
+        assert hub.reap()["rung"] == 1
+    hub.clock.advance(1000)  # type: ignore[attr-defined]
+    assert hub.reap()["rung"] == 0
+
+
+@pytest.mark.parametrize("back", ["release", "retry_dead_letter"])
+def test_work_given_back_to_the_queue_rings_afresh(hub: Hub, back: str) -> None:
+    # A todo rung out before its claim, then released by its agent (or dead-lettered and sent
+    # back by a human), kept ring_count 8 and was never rung again: only a pull found it. Work
+    # put back in the queue rings afresh, as what the reaper re-queues does (DESIGN.md §6.5).
+    agent, tid, grants = _setup(hub, max_attempts=1)
+    _ring_out(hub, tid)
+    claim = _do(hub, leases.claim, agent, grants, todo_id=tid)
+    if back == "release":
+        _do(hub, leases.release, agent, grants, todo_id=tid, lease_token=claim["lease_token"])
+    else:
+        assert _do(hub, leases.fail, agent, grants, todo_id=tid, summary="boom")["dead_lettered"]
+        _do(hub, todos.retry_dead_letter, tid)
+    assert (_todo(hub, tid).state, _todo(hub, tid).ring_count, _todo(hub, tid).rung_at) == ("pending", 0, None)
+    assert hub.reap()["rung"] == 1  # on the next pass, with no backoff to wait out
+    _ring_out(hub, tid)
+
+
 def test_assigning_to_an_agent_without_work_is_refused(hub: Hub) -> None:
     _, tid, _ = _setup(hub)
     with hub.db.write() as s:
