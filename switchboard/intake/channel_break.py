@@ -20,7 +20,8 @@ The rule, applied to one string:
 
 A string with none of the trigger characters (``<``, ``&``, ``%``, ``\\``, their NFKC
 sources and every lookalike of ``<``) cannot produce a ``<`` in any view and is accepted by a
-single C-speed regex search: the fast path for ordinary text. ``tests/intake`` checks over
+single C-speed regex search, or for an ASCII string by four substring searches: the fast path
+for ordinary text. ``tests/intake`` checks over
 every code point that the trigger set is complete.
 
 Known false positive, accepted on purpose: RSS/XML with a ``<channel>`` element.
@@ -125,7 +126,12 @@ class _Tables:
         self.ignorable = re.compile("[" + "".join(f"{_esc(a)}-{_esc(b)}" if a != b else _esc(a) for a, b in bmp) + "]")
         self.tag = _tag_regex(classes)
         lt_like = [c for c, t in mapping.items() if t == "<"]
-        self.trigger = re.compile("[" + re.escape("<&%\\" + _NFKC_TRIGGERS + "".join(lt_like)) + "]")
+        triggers = "<&%\\" + _NFKC_TRIGGERS + "".join(lt_like)
+        self.trigger = re.compile("[" + re.escape(triggers) + "]")
+        # check_text's ASCII path tests these four by name (str.isascii() is a flag read; four
+        # substring searches take 0.3 µs on 5 KB, the class search 21-28 µs: issue 11).
+        if {c for c in triggers if c.isascii()} != set("<&%\\"):
+            raise RuntimeError("the channel-break trigger set changed its ASCII members: update check_text")
 
 
 def _tag_regex(classes: dict[str, set[str]]) -> re.Pattern[str]:
@@ -225,7 +231,10 @@ def check_text(text: str) -> str | None:
         matched (:data:`RULE_PLAIN` or :data:`RULE_DECODED`).
     """
     t = _tables()
-    if t.trigger.search(text) is None:
+    if text.isascii():
+        if "<" not in text and "&" not in text and "%" not in text and "\\" not in text:
+            return None  # the trigger set's ASCII members (checked in _Tables)
+    elif t.trigger.search(text) is None:
         return None
     normal = _normal(text, t)
     for depth in range(_MAX_DECODED_VIEWS + 1):
