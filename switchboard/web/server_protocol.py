@@ -55,8 +55,9 @@ class _LingeringTransport:
     uvicorn's h11 protocol writes a response's head and its body separately, two ``send``
     system calls per response; together with the writes of the delivery writer's pipe they were
     a fifth of ``serve``'s CPU samples at full ingest (issue 11, py-spy). Held for the pass
-    (``loop.call_soon``), a response leaves in one, no later than before for any reader: a
-    streamed response's head still leaves when the pass that wrote it ends.
+    (``loop.call_soon``), a response leaves in one when the pass that wrote it ends: a
+    streamed response's head too, unless its handler blocks the loop before its next await
+    (the stream handlers here run blocking work in threads).
     """
 
     def __init__(self, transport: asyncio.Transport, protocol: HeaderTimeoutProtocol) -> None:
@@ -88,6 +89,14 @@ class _LingeringTransport:
         held, self._held = self._held, None
         if held:
             self._transport.write(held)
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self.flush()  # into the transport's buffer, which abort() discards as before
+        self._transport.abort()
 
     def get_write_buffer_size(self) -> int:
         return self._transport.get_write_buffer_size() + (len(self._held) if self._held else 0)

@@ -120,3 +120,29 @@ def test_held_bytes_past_the_limit_go_to_the_transport_in_the_same_pass(sends: C
 
     in_pass, after, _ = asyncio.run(run())
     assert in_pass == 2 and after == 2  # pieces 1-4 and 5-8, each once the limit was passed
+
+
+def test_what_is_held_leaves_before_an_eof(sends: Counter[int]) -> None:
+    # A review: write_eof() passed straight to the transport, and the held bytes' flush then
+    # raised "Cannot call write() after write_eof()"; the peer read nothing.
+    from switchboard.web.server_protocol import _LingeringTransport
+
+    async def run() -> bytes:
+        got = asyncio.get_running_loop().create_future()
+
+        async def reader(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            got.set_result(await r.read(-1))
+            w.close()
+
+        server = await asyncio.start_server(reader, "127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", server.sockets[0].getsockname()[1])
+        held = _LingeringTransport(transport, SimpleNamespace(loop=loop))  # type: ignore[arg-type]
+        held.write(b"hello")
+        held.write_eof()
+        data = await asyncio.wait_for(got, 20)
+        transport.close()
+        server.close()
+        return data
+
+    assert asyncio.run(run()) == b"hello"
