@@ -146,13 +146,11 @@ class HeaderTimeoutProtocol(H11Protocol):
     def _linger(self) -> None:
         """Send what is buffered and a FIN; discard what the client still sends (module docstring)."""
         self._disarm()
-        self.transport.flush()  # type: ignore[attr-defined]
-        transport = self.transport._transport  # type: ignore[attr-defined]
-        transport.write_eof()
+        self.transport.write_eof()  # what the wrapper holds first
         deadline = self.loop.time() + LINGER_SECONDS
         self._lingering = (deadline, self.loop.call_later(LINGER_IDLE_SECONDS, self._end_linger))
         self.flow.resume_reading()  # uvicorn may have paused reads on a full request buffer
-        transport.resume_reading()
+        self.transport.resume_reading()
 
     def _end_linger(self) -> None:
         self.transport.abort_linger()  # type: ignore[attr-defined]

@@ -37,31 +37,26 @@ def sends(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return counts
 
 
-def _read_response(sock: socket.socket) -> tuple[bytes, bytes]:
-    """One HTTP/1.1 response with a ``content-length``: ``(head, body)``."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, data
-        data += chunk
-    head, body = data.split(b"\r\n\r\n", 1)
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk
-        body += chunk
-    return head, body
+def _read_response(stream: Any) -> tuple[bytes, bytes]:
+    """One HTTP/1.1 response with a ``content-length`` from ``sock.makefile("rb")``: ``(head,
+    body)``, reading no byte past it (a pipelined response can arrive in the same segment)."""
+    lines = []
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        lines.append(line.rstrip(b"\r\n"))
+    length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
+    body = stream.read(length)
+    assert len(body) == length, lines
+    return b"\r\n".join(lines), body
 
 
 def test_each_response_leaves_in_one_send(live: LiveApp, sends: Counter[int]) -> None:
     # uvicorn's h11 protocol writes a response's head, then its body: two system calls each,
     # a tenth of serve's CPU at full ingest. Held for the event loop's pass, they leave as one.
     host, port = live.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
         for _ in range(5):
             sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n")
-            head, body = _read_response(sock)
+            head, body = _read_response(stream)
             assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["status"] == "ok"
         client_port = sock.getsockname()[1]
     assert sends[client_port] == 5
@@ -71,76 +66,69 @@ def test_a_large_body_arrives_whole_and_in_order(live: LiveApp) -> None:
     spec = httpx2.get(f"{live.url}/api/v1/openapi.json", timeout=30)
     assert spec.status_code == 200 and len(spec.content) > 16 * 1024
     host, port = live.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
         for _ in range(3):
             sock.sendall(b"GET /api/v1/openapi.json HTTP/1.1\r\nHost: t\r\n\r\n"
                          b"GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n")  # pipelined
-            head, body = _read_response(sock)
+            head, body = _read_response(stream)
             assert head.startswith(b"HTTP/1.1 200") and body == spec.content
-            head, body = _read_response(sock)
+            head, body = _read_response(stream)
             assert json.loads(body)["status"] == "ok"
+
+
+async def _wrapped_connection() -> tuple[Any, Any, asyncio.Future[bytes], asyncio.Server]:
+    """A real TCP connection to a local server that reads until EOF: ``(the client's transport
+    wrapped in _LingeringTransport, that transport, the bytes the server read, the server)``."""
+    from switchboard.web.server_protocol import _LingeringTransport
+
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[bytes] = loop.create_future()
+
+    async def reader(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        received.set_result(await r.read(-1))
+        w.close()
+
+    server = await asyncio.start_server(reader, "127.0.0.1", 0)
+    transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", server.sockets[0].getsockname()[1])
+    held = _LingeringTransport(transport, SimpleNamespace(loop=loop))  # type: ignore[arg-type]
+    return held, transport, received, server
 
 
 def test_held_bytes_past_the_limit_go_to_the_transport_in_the_same_pass(sends: Counter[int]) -> None:
     # Past CORK_BYTES the held bytes go to the socket transport at once, not at the end of the
     # pass, so that its flow control (pause_writing at its high-water mark) sees a body written
     # in many pieces without an await between them as it did before.
-    from switchboard.web.server_protocol import CORK_BYTES, _LingeringTransport
+    from switchboard.web.server_protocol import CORK_BYTES
 
-    async def run() -> tuple[int, int, bytes]:
-        received = bytearray()
-        done = asyncio.Event()
-
-        async def reader(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            received.extend(await r.read(-1))
-            done.set()
-            w.close()
-
-        server = await asyncio.start_server(reader, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port)
-        own = transport.get_extra_info("sockname")[1]
-        peer_port = transport.get_extra_info("peername")[1]
-        held = _LingeringTransport(transport, SimpleNamespace(loop=loop))  # type: ignore[arg-type]
+    async def run() -> tuple[int, int]:
+        held, transport, received, server = await _wrapped_connection()
+        server_port = transport.get_extra_info("peername")[1]
         piece = CORK_BYTES // 4 + 1
         payload = b"".join(bytes([n]) * piece for n in range(8))
         for n in range(8):  # 8 pieces, no await: two crossings of the limit
             held.write(bytes([n]) * piece)
-        in_pass = sum(sends[p] for p in (own, peer_port))
+        in_pass = sends[server_port]
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-        after = sum(sends[p] for p in (own, peer_port))
+        after = sends[server_port]
         transport.write_eof()
-        await asyncio.wait_for(done.wait(), 20)
-        server.close()
+        assert await asyncio.wait_for(received, 20) == payload
         transport.close()
-        assert bytes(received) == payload
-        return in_pass, after, bytes(received)
+        server.close()
+        return in_pass, after
 
-    in_pass, after, _ = asyncio.run(run())
+    in_pass, after = asyncio.run(run())
     assert in_pass == 2 and after == 2  # pieces 1-4 and 5-8, each once the limit was passed
 
 
-def test_what_is_held_leaves_before_an_eof(sends: Counter[int]) -> None:
+def test_what_is_held_leaves_before_an_eof() -> None:
     # A review: write_eof() passed straight to the transport, and the held bytes' flush then
     # raised "Cannot call write() after write_eof()"; the peer read nothing.
-    from switchboard.web.server_protocol import _LingeringTransport
-
     async def run() -> bytes:
-        got = asyncio.get_running_loop().create_future()
-
-        async def reader(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            got.set_result(await r.read(-1))
-            w.close()
-
-        server = await asyncio.start_server(reader, "127.0.0.1", 0)
-        loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", server.sockets[0].getsockname()[1])
-        held = _LingeringTransport(transport, SimpleNamespace(loop=loop))  # type: ignore[arg-type]
+        held, transport, received, server = await _wrapped_connection()
         held.write(b"hello")
         held.write_eof()
-        data = await asyncio.wait_for(got, 20)
+        data = await asyncio.wait_for(received, 20)
         transport.close()
         server.close()
         return data
