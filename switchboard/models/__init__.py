@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlmodel import SQLModel
 
-from switchboard.models.base import fixed_limit
+from switchboard.models.base import by_key_only, fixed_limit
 from switchboard.models.inbox import AgentCursor, InboxItem, Subscription
 from switchboard.models.operations import SourceRefusal
 from switchboard.models.principals import (
@@ -59,6 +59,7 @@ __all__ = [
     "Todo",
     "Token",
     "WebSession",
+    "by_key_only",
     "fixed_limit",
     "in_state",
     "metadata",

@@ -58,8 +58,7 @@ class Delivery(SQLModel, table=True):
     States: ``received`` (stored, acked, not processed yet) → ``processed`` | ``quarantined``
     | ``rejected`` | ``failed``. ``process_failures`` counts processing runs that crashed; at
     :data:`MAX_PROCESS_FAILURES` the delivery is ``failed`` (``processing_failed``) instead of
-    being swept forever.
-    | ``rejected`` | ``failed``. A quarantined delivery is ``released`` back to ``received``
+    being swept forever. A quarantined delivery is ``released`` back to ``received``
     (processed again, once) or ``discarded``, and ``expired`` after the quarantine retention.
     """
 

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
-from switchboard.models.base import json_column, new_id, time_column
+from switchboard.models.base import by_key_only, json_column, new_id, time_column
 
 TODO_STATES = ("pending", "claimed", "done", "failed", "cancelled")
 
@@ -54,7 +54,7 @@ def still_in_state(column: Any, state: str) -> Any:
     Raises:
         ValueError: ``state`` is not one of :data:`TODO_STATES` (a programming error).
     """
-    return sa.func.coalesce(column, sa.literal_column("''")) == _state_literal(state)
+    return by_key_only(column) == _state_literal(state)
 
 
 class Todo(SQLModel, table=True):

@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, select, update
 from sqlmodel import Session
 
 from switchboard.intake.attribution import Attribution, attribute
-from switchboard.models import Delivery, Source
+from switchboard.models import Delivery, Source, by_key_only
 from switchboard.models.stamps import DIRECTORY_STAMP, read_stamp
 from switchboard.notify.wakes import recipients
 from switchboard.prepared import Prepared
@@ -166,9 +166,11 @@ def _ids_in(table: Any, *columns: Any) -> Any:
 _STILL_COLUMNS = (DELIVERIES.c.id, DELIVERIES.c.released_by, DELIVERIES.c.released_at)
 _STILL_RECEIVED = {
     # True: SQLite (its one writer excludes the others); False: PostgreSQL, rows locked.
-    True: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(DELIVERIES.c.status == "received"),
+    # The key, not the status index, finds the rows (``by_key_only``: SQLite read every received
+    # delivery through ix_deliveries_status_received_at for each batch).
+    True: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(by_key_only(DELIVERIES.c.status) == "received"),
                    _STILL_COLUMNS, "b_ids"),
-    False: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(DELIVERIES.c.status == "received")
+    False: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(by_key_only(DELIVERIES.c.status) == "received")
                     .with_for_update(skip_locked=True), _STILL_COLUMNS, "b_ids"),
 }
 _READ_COLUMNS = (DELIVERIES.c.id, DELIVERIES.c.source_id, DELIVERIES.c.project_id, DELIVERIES.c.received_at,

@@ -1,0 +1,85 @@
+"""Statements that name deliveries by primary key find them by it, not through the status index
+(issue 11, :func:`switchboard.models.by_key_only`).
+
+SQLite here has no planner statistics (nothing runs ANALYZE), and with none it planned
+processing's ``id IN (<3 or more ids>) AND status = 'received'`` as a search of
+``ix_deliveries_status_received_at``: every ``received`` delivery read for each batch, 1.7-3.3 ms
+a batch of 32 with 2,000 of them, so processing slowed as its backlog grew (`bench/processing.py
+--deliveries 16000`: 0.80 against 0.58 ms of CPU per delivery). The statements are explained
+with the values they run with, on SQLite (no statistics) and PostgreSQL (statistics gathered
+before the backlog came, as after a quiet period: there, too, the status index was chosen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import insert
+
+from switchboard.clock import utcnow
+from switchboard.hub import Hub
+from switchboard.models import Delivery
+from switchboard.models.base import new_id
+from switchboard.prepared import Prepared
+from switchboard.queue.batch import _STILL_RECEIVED, READ_DELIVERIES
+from tests.conftest import World
+from tests.queue.conftest import configured_world, settings_for
+
+BACKLOG = 3000
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def world_hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[World, Hub]]:
+    with configured_world(settings_for(request, tmp_path, request.param)) as pair:
+        yield pair
+
+
+def _insert(world: World, hub: Hub, n: int, status: str) -> list[str]:
+    now = utcnow()
+    rows = [{"id": new_id("dlv"), "source_id": world.source_id, "project_id": world.project_id,
+             "status": status, "body_bytes": 2, "process_failures": 0, "received_at": now} for _ in range(n)]
+    with hub.db.write() as s:
+        s.execute(insert(Delivery), rows)
+    return [row["id"] for row in rows]
+
+
+def _backlog(world: World, hub: Hub) -> list[str]:
+    """A quiet period then a burst: processed deliveries, planner statistics gathered on
+    PostgreSQL (with no ``received`` row in them; SQLite has none, as in production), then a
+    backlog of received ones; their ids."""
+    _insert(world, hub, BACKLOG, "processed")
+    if hub.db.is_sqlite:
+        return _insert(world, hub, BACKLOG, "received")
+    with hub.db.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
+    return _insert(world, hub, BACKLOG, "received")
+
+
+def _plan(hub: Hub, prepared: Prepared, params: dict[str, Any]) -> str:
+    expanding = prepared.expanding
+    compiled = prepared._for(hub.db.engine.dialect, len(params[expanding]) if expanding else 0)  # noqa: SLF001
+    explain = "EXPLAIN QUERY PLAN " if hub.db.is_sqlite else "EXPLAIN "
+    raw = hub.db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(explain + compiled.sql, compiled.parameters(params, expanding))
+        return "\n".join(" ".join(str(part) for part in r) for r in cursor.fetchall())
+    finally:
+        raw.rollback()
+        raw.close()
+
+
+@pytest.mark.parametrize("batch", [3, 32])
+def test_processing_finds_its_batch_by_primary_key(world_hub: tuple[World, Hub], batch: int) -> None:
+    world, hub = world_hub
+    ids = _backlog(world, hub)[:batch]
+    key = "sqlite_autoindex_deliveries_1 (id=?)" if hub.db.is_sqlite else "deliveries_pkey"
+    for name, prepared in (("still received", _STILL_RECEIVED[hub.db.is_sqlite]), ("read", READ_DELIVERIES)):
+        plan = _plan(hub, prepared, {"b_ids": ids})
+        print(name, plan, sep="\n")
+        assert key in plan, plan
+        assert "ix_deliveries_status_received_at" not in plan, plan
