@@ -83,12 +83,15 @@ class Todo(SQLModel, table=True):
             "id",
             **_where("pending"),
         ),
+        # The assignee too, so that the pick over several projects reads this index alone and
+        # SQLite (no statistics) prefers it to ix_todos_project_created (migration 0020).
         sa.Index(
             "ix_todos_claim_any",
             "project_id",
             sa.text("priority DESC"),
             "created_at",
             "id",
+            "assigned_agent_id",
             **_where("pending"),
         ),
         sa.Index("ix_todos_lease", "lease_expires_at", **_where("claimed")),

@@ -13,14 +13,16 @@ before the backlog came, as after a quiet period: there, too, the status index w
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import event, insert
 
 from switchboard.clock import utcnow
 from switchboard.hub import Hub
+from switchboard.intake import quarantine
 from switchboard.models import Delivery
 from switchboard.models.base import new_id
 from switchboard.prepared import Prepared
@@ -83,3 +85,34 @@ def test_processing_finds_its_batch_by_primary_key(world_hub: tuple[World, Hub],
         print(name, plan, sep="\n")
         assert key in plan, plan
         assert "ix_deliveries_status_received_at" not in plan, plan
+
+
+def test_the_quarantine_sweep_reads_only_what_may_be_due(world_hub: tuple[World, Hub]) -> None:
+    """The sweep's check (every 15 s) read every quarantined delivery through the status index
+    when nothing was due; bounded by ``received_at`` too, it reads only those received before
+    the cutoff. SQLite, with no statistics, as in production."""
+    world, hub = world_hub
+    if not hub.db.is_sqlite:
+        pytest.skip("PostgreSQL plans this read from its statistics, by cost")
+    _insert(world, hub, 200, "quarantined")
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        seen.append((statement, parameters))
+
+    engines = hub.db.engines()
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with hub.db.read() as s:
+            assert not quarantine.expiry_due(s, hub.clock, timedelta(days=30))
+    finally:
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", capture)
+    [(sql, parameters)] = [(sql, p) for sql, p in seen if "FROM deliveries" in sql]
+    raw = hub.db.engine.raw_connection()
+    try:
+        plan = " ".join(str(r[3]) for r in raw.cursor().execute("EXPLAIN QUERY PLAN " + sql, parameters).fetchall())
+    finally:
+        raw.close()
+    assert "ix_deliveries_status_received_at (status=? AND received_at<?)" in plan, plan

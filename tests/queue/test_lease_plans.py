@@ -130,6 +130,27 @@ def test_the_prepared_lease_and_ring_updates_find_the_todo_by_its_primary_key(hu
         _by_primary_key(hub, plan)
 
 
+def test_a_claim_over_several_projects_reads_the_pending_index(hub: Hub) -> None:
+    """An agent claiming with no queue over two or more projects: SQLite (no statistics) read
+    the pick through ``ix_todos_project_created``, every todo of those projects in any state (25
+    ms a claim with 50,000 todos); with the assignee in ``ix_todos_claim_any`` it reads that
+    index alone (migration 0020). PostgreSQL plans it from its statistics, by cost (it chose the
+    pending index with stale and fresh ones alike)."""
+    if not hub.db.is_sqlite:
+        pytest.skip("PostgreSQL plans this pick from its statistics, by cost")
+    agent_id, _, project_id = agent_of(hub)
+    fill(hub, project_id, 200)
+    projects = [project_id]
+    now = utcnow()
+    params = {"b_agent": agent_id, "b_token": "t", "b_session": None, "b_now": now,
+              "b_expires": now + timedelta(seconds=300)}
+    for many in ([*projects, "prj_other"], [*projects, "prj_other", "prj_third", "prj_fourth"]):
+        plan = _prepared_plan(hub, claim_statement(False, False, not hub.db.is_sqlite), {**params, "b_projects": many})
+        print(plan)
+        assert "ix_todos_claim_any" in plan, plan
+        assert "ix_todos_project_created" not in plan, plan
+
+
 def test_the_orm_lease_updates_find_the_todo_by_its_primary_key(hub: Hub) -> None:
     """Heartbeat, fail and release (``_transition``), the reaper's expiry and its retry."""
     agent_id, grants, _, held = _stale_queue(hub)
