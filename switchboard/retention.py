@@ -85,9 +85,35 @@ def prune(hub: Hub, dry_run: bool = False) -> PruneReport:
                            .values(raw_body=None), select(Delivery.id).where(*bodies))
     n_rows = _in_batches(hub, lambda ids: delete(Delivery).where(Delivery.id.in_(ids)),  # type: ignore[attr-defined]
                          select(Delivery.id).where(*old_rows))
-    n_events = _in_batches(hub, lambda ids: delete(FeedEvent).where(FeedEvent.id.in_(ids)),  # type: ignore[union-attr]
-                           select(FeedEvent.id).where(FeedEvent.created_at < row_cutoff).order_by(FeedEvent.id))
+    n_events = _prune_events(hub, row_cutoff)
     return PruneReport(n_bodies, n_rows, n_events, body_cutoff, row_cutoff, False)
+
+
+def _prune_events(hub: Hub, cutoff: datetime) -> int:
+    """Delete the feed events created before ``cutoff``, oldest first, ``BATCH`` per transaction.
+
+    Feed ids grow with time (an autoincrement; ``created_at`` is the clock at the insert), so the
+    old events are the first ones by id: each transaction reads the ``BATCH`` lowest ids and
+    deletes those created before the cutoff, and the walk ends at a batch holding a newer one.
+    ``created_at`` has no index (the feed insert is on every delivery's path): filtered by it
+    alone, the read went through the whole table inside the write transaction whenever nothing
+    was old enough (issue 11: 26 ms per 200,000 events, hourly, the writer held). An event out of
+    order by a clock's skew waits for the next pass.
+
+    Returns:
+        How many were deleted.
+    """
+    total = 0
+    while True:
+        with hub.db.write() as s:
+            rows = s.execute(select(FeedEvent.id, FeedEvent.created_at).order_by(FeedEvent.id).limit(BATCH)).all()
+            old = [event_id for event_id, created_at in rows if created_at < cutoff]
+            if old:
+                s.execute(delete(FeedEvent).where(FeedEvent.id.in_(old)),  # type: ignore[union-attr]
+                          execution_options={"synchronize_session": False})
+        total += len(old)
+        if len(old) < BATCH:
+            return total
 
 
 def _in_batches(hub: Hub, statement: Any, ids_query: Any) -> int:

@@ -87,6 +87,25 @@ def test_prune_goes_in_batches(setup: tuple[Hub, World], monkeypatch: pytest.Mon
         assert s.execute(select(Delivery)).first() is None
 
 
+def test_old_feed_events_go_oldest_first_in_batches(setup: tuple[Hub, World],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Feed events are walked by id, ``BATCH`` per transaction, up to the first one newer than
+    the cutoff (issue 11: filtered by ``created_at`` alone, the read went through the whole
+    table in the write transaction when nothing was old enough). Counted as deleted."""
+    from switchboard import retention
+
+    hub, world = setup
+    monkeypatch.setattr(retention, "BATCH", 2)
+    ages = [95, 94, 93, 92, 91, 5, 4]
+    with hub.db.write() as s:
+        ids = [feed.append(s, FixedClock(NOW - timedelta(days=age)), world.project_id, "delivery.received",
+                           f"{age} days").id for age in ages]
+    assert prune(hub).feed_events == 5
+    with hub.db.read() as s:
+        assert set(s.execute(select(FeedEvent.id)).scalars()) == set(ids[5:])
+    assert prune(hub).feed_events == 0
+
+
 def test_retention_schedule_runs_at_most_once_per_interval(setup: tuple[Hub, World]) -> None:
     hub, world = setup
     schedule = RetentionSchedule(interval_seconds=3600)
