@@ -94,6 +94,9 @@ class Todo(SQLModel, table=True):
             "assigned_agent_id",
             **_where("pending"),
         ),
+        # The pending todos assigned to an agent (few): what waits for it when it attaches (0021).
+        sa.Index("ix_todos_assigned", "assigned_agent_id", "created_at", "id",
+                 **_where("pending", "assigned_agent_id IS NOT NULL")),
         sa.Index("ix_todos_lease", "lease_expires_at", **_where("claimed")),
         sa.Index("ix_todos_retry", "next_retry_at", **_where("failed")),
         # ring_count too: the re-ring pass's backoff test reads the index alone (migration 0018);

@@ -310,15 +310,26 @@ def _eligible(agent_id: str) -> Any:
 
 def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo | None, int]:
     """The oldest pending todo the agent may take (assigned to it, or unassigned in a project
-    where it has ``work``) and how many there are (counted up to ``cap``)."""
-    eligible = _eligible(agent_id)
-    oldest = session.execute(select(Todo).where(eligible).order_by(Todo.created_at, Todo.id)
-                             .limit(fixed_limit(1))).scalars().first()
-    if oldest is None:
+    where it has ``work``) and how many there are (counted up to ``cap``).
+
+    Two reads, each through its own index (issue 11): the todos assigned to the agent through
+    ``ix_todos_assigned`` (migration 0021), the unassigned ones of its projects through
+    ``ix_todos_claim_any``. As one ``OR``, SQLite and PostgreSQL read every pending todo of every
+    project for each stream attach (17 ms with 20,000 pending in a project the agent cannot see).
+    """
+    work = select(Grant.project_id).where(Grant.agent_id == agent_id, Grant.role == "work")
+    pending = in_state(Todo.state, "pending")
+    parts = (pending & (Todo.assigned_agent_id == agent_id),
+             pending & Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work))  # type: ignore[union-attr,attr-defined]
+    firsts = [session.execute(select(Todo.created_at, Todo.id).where(part).order_by(Todo.created_at, Todo.id)
+                              .limit(fixed_limit(1))).first() for part in parts]
+    found = [first for first in firsts if first is not None]
+    if not found:
         return None, 0
-    count = session.execute(select(func.count()).select_from(
-        select(Todo.id).where(eligible).limit(fixed_limit(cap)).subquery())).scalar_one()
-    return oldest, int(count)
+    oldest = session.get(Todo, min(found)[1])
+    count = sum(session.execute(select(func.count()).select_from(
+        select(Todo.id).where(part).limit(fixed_limit(cap)).subquery())).scalar_one() for part in parts)
+    return oldest, min(int(count), cap)
 
 
 def _mark_rung(agent_id: str, now: datetime) -> Any:

@@ -143,3 +143,17 @@ def test_attach_rings_the_oldest_waiting_todo_once_with_the_count(hub: Hub) -> N
         assert s.get(Todo, first).rung_at == T0  # and the reaper does not ring it again as new
     with hub.db.write() as s:
         assert [w.todo_id for w in due_rings(s, hub.clock)] == []
+
+
+def test_attach_counts_assigned_and_unassigned_work_but_not_another_agents(hub: Hub) -> None:
+    # waiting_for reads the assigned todos and the unassigned ones of the agent's projects
+    # separately (issue 11, migration 0021): the oldest of both, the count of both.
+    with hub.db.write() as s:
+        admin.add_agent(s, "helper", "alice")
+    _todo(hub, "someone else's", agent="helper", age=300)
+    mine = _todo(hub, "assigned to me", agent="claude1", age=120)
+    _todo(hub, "anyone's", age=60)
+    _attach(hub, "claude1", "ses_a")
+    with hub.db.write() as s:
+        wake = attach_ring(s, hub.clock, admin.agent_by_name(s, "claude1").id, "ses_a")
+    assert wake is not None and wake.todo_id == mine and wake.waiting == 2

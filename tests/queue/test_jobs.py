@@ -163,8 +163,9 @@ def test_the_sweep_expires_quarantined_deliveries_past_their_retention(world: Wo
         payload["sender"]["type"] = "Bot"
         old, fresh = _store(hub, world, payload), _store(hub, world, payload | {"action": "edited"})
         assert [process_delivery(hub, d) for d in (old, fresh)] == ["quarantined", "quarantined"]
-        with hub.db.write() as s:
-            s.get(Delivery, old).processed_at = utcnow() - timedelta(days=hub.settings.quarantine_days, seconds=1)
+        with hub.db.write() as s:  # received, then quarantined, longer ago than the retention
+            aged = s.get(Delivery, old)
+            aged.received_at = aged.processed_at = utcnow() - timedelta(days=hub.settings.quarantine_days, seconds=1)
         assert jobs.sweep(hub, received_before=utcnow()) == 0
         with hub.db.read() as s:
             assert (s.get(Delivery, old).status, s.get(Delivery, old).raw_body) == ("expired", None)

@@ -151,6 +151,36 @@ def test_a_claim_over_several_projects_reads_the_pending_index(hub: Hub) -> None
         assert "ix_todos_project_created" not in plan, plan
 
 
+def test_what_waits_for_an_attaching_agent_is_read_through_its_indexes(hub: Hub) -> None:
+    """``waiting_for`` (each stream attach): as one ``OR`` of assigned and unassigned work, SQLite
+    read every pending todo of every project (17 ms with 20,000 pending elsewhere); now the
+    assigned half reads ``ix_todos_assigned`` (migration 0021), the unassigned half
+    ``ix_todos_claim_any`` by project. SQLite, with no statistics, as in production."""
+    if not hub.db.is_sqlite:
+        pytest.skip("PostgreSQL plans these reads from its statistics, by cost")
+    agent_id, _, project_id = agent_of(hub)
+    fill(hub, project_id, 200)
+    seen: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "FROM todos" in statement:
+            seen.append((statement, parameters))
+
+    event.listen(hub.db.engine, "before_cursor_execute", capture)
+    try:
+        with hub.db.write() as s:
+            oldest, count = wakes.waiting_for(s, agent_id)
+    finally:
+        event.remove(hub.db.engine, "before_cursor_execute", capture)
+    assert oldest is not None and count == 200
+    plans = [_plan(hub, sql, parameters) for sql, parameters in seen]
+    print(*plans, sep="\n")
+    assert len(plans) == 5, plans  # the two firsts, the todo, the two counts
+    assert all("ix_todos_assigned (assigned_agent_id=?)" in plans[i] for i in (0, 3)), plans
+    assert all("ix_todos_claim_any (project_id=?)" in plans[i] for i in (1, 4)), plans
+    assert not [plan for plan in plans if re.search(r"\bSCAN todos\b", plan)], plans
+
+
 def test_the_orm_lease_updates_find_the_todo_by_its_primary_key(hub: Hub) -> None:
     """Heartbeat, fail and release (``_transition``), the reaper's expiry and its retry."""
     agent_id, grants, _, held = _stale_queue(hub)
