@@ -17,15 +17,14 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from sqlalchemy import and_, or_, select
 from sqlmodel import Session
 
 from switchboard import paging
+from switchboard.clock import iso
 from switchboard.errors import Conflict, InvalidArgument
-from switchboard.feed.events import settled
+from switchboard.feed.events import tail
 from switchboard.models import FeedEvent
 from switchboard.notify import cursors
-from switchboard.clock import iso
 from switchboard.scope import resolve_projects
 
 DEFAULT_LIMIT = 50
@@ -101,14 +100,10 @@ def _read(session: Session, agent_id: str, grants: dict[str, str], *, project: s
     stored: dict[str, int | None] = {}
     if since is None:
         stored = {pid: cursors.position(session, agent_id, stream, pid) for pid in project_ids}
-        where = or_(*[and_(FeedEvent.project_id == pid, FeedEvent.id > (pos or 0))  # type: ignore[operator]
-                      for pid, pos in stored.items()])
-    else:
-        where = and_(FeedEvent.project_id.in_(project_ids), FeedEvent.id > since)  # type: ignore[attr-defined,operator]
-    query = select(FeedEvent).where(where, settled(FeedEvent.id, session))
-    if kinds:
-        query = query.where(FeedEvent.kind.in_(kinds))  # type: ignore[attr-defined]
-    rows = session.execute(query.order_by(FeedEvent.id).limit(limit + 1)).scalars().all()
+    # One index range per project and kind, merged by id (events.tail, issue 11).
+    starts = {pid: since for pid in project_ids} if since is not None else {p: q or 0 for p, q in stored.items()}
+    wanted: list[str | None] = sorted(set(kinds)) if kinds else [None]
+    rows = tail(session, [(pid, kind, after) for pid, after in starts.items() for kind in wanted], limit + 1)
     page = rows[:limit]
     if not page:
         floor = since if since is not None else max([p or 0 for p in stored.values()], default=0)

@@ -26,10 +26,10 @@ from sqlmodel import Session
 
 from switchboard.clock import iso
 from switchboard.db import Database
-from switchboard.feed.events import settled
+from switchboard.feed.events import tail
 from switchboard.feed.pages import event_view
 from switchboard.inbox.items import DECIDED, resolved_after
-from switchboard.models import FeedEvent, Grant, Subscription
+from switchboard.models import Grant, Subscription
 from switchboard.notify import cursors
 
 MAX_ITEMS = 20
@@ -145,12 +145,8 @@ def drain(session: Session, agent_id: str, budget: int = MAX_ITEMS) -> tuple[lis
                 more = True
                 break
             old = cursors.position(session, agent_id, sub_id, pid)
-            events = session.execute(
-                select(FeedEvent).where(FeedEvent.project_id == pid, FeedEvent.kind.in_(kinds),  # type: ignore[attr-defined]
-                                        FeedEvent.id > (old if old is not None else seed),  # type: ignore[operator]
-                                        settled(FeedEvent.id, session))
-                .order_by(FeedEvent.id).limit(left + 1)
-            ).scalars().all()
+            after = old if old is not None else seed
+            events = tail(session, [(pid, kind, after) for kind in sorted(set(kinds))], left + 1)
             if len(events) > left:
                 events, more = events[:left], True
             if events and cursors.advance(session, agent_id, sub_id, pid, old, int(events[-1].id or 0)):
