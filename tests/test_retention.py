@@ -106,6 +106,24 @@ def test_old_feed_events_go_oldest_first_in_batches(setup: tuple[Hub, World],
     assert prune(hub).feed_events == 0
 
 
+def test_an_event_dated_ahead_does_not_hold_back_the_old_ones(setup: tuple[Hub, World],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review: one low-id event with a future ``created_at`` (a clock set ahead, then put
+    back) limited each pass to fewer than ``BATCH`` deletions, and to none behind a batch of
+    them. The walk steps over it."""
+    from switchboard import retention
+
+    hub, world = setup
+    monkeypatch.setattr(retention, "BATCH", 4)
+    ages = [-1, 95, 94, 93, 92, 91, 93, 92, 91, 5]
+    with hub.db.write() as s:
+        ids = [feed.append(s, FixedClock(NOW - timedelta(days=age)), world.project_id, "delivery.received",
+                           f"{age} days").id for age in ages]
+    assert prune(hub).feed_events == 8
+    with hub.db.read() as s:
+        assert set(s.execute(select(FeedEvent.id)).scalars()) == {ids[0], ids[-1]}
+
+
 def test_retention_schedule_runs_at_most_once_per_interval(setup: tuple[Hub, World]) -> None:
     hub, world = setup
     schedule = RetentionSchedule(interval_seconds=3600)
