@@ -300,12 +300,17 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     return wakes
 
 
-def _eligible(agent_id: str) -> Any:
+def _eligible_parts(agent_id: str) -> tuple[Any, Any]:
+    """The pending todos ``agent_id`` may take: those assigned to it, and the unassigned ones of
+    the projects where it has ``work`` (each half read through its own index by :func:`waiting_for`)."""
     work = select(Grant.project_id).where(Grant.agent_id == agent_id, Grant.role == "work")
-    return in_state(Todo.state, "pending") & or_(
-        Todo.assigned_agent_id == agent_id,
-        Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work),  # type: ignore[union-attr,attr-defined]
-    )
+    pending = in_state(Todo.state, "pending")
+    return (pending & (Todo.assigned_agent_id == agent_id),
+            pending & Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work))  # type: ignore[union-attr,attr-defined]
+
+
+def _eligible(agent_id: str) -> Any:
+    return or_(*_eligible_parts(agent_id))
 
 
 def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo | None, int]:
@@ -317,10 +322,7 @@ def waiting_for(session: Session, agent_id: str, cap: int = 1000) -> tuple[Todo 
     ``ix_todos_claim_any``. As one ``OR``, SQLite and PostgreSQL read every pending todo of every
     project for each stream attach (17 ms with 20,000 pending in a project the agent cannot see).
     """
-    work = select(Grant.project_id).where(Grant.agent_id == agent_id, Grant.role == "work")
-    pending = in_state(Todo.state, "pending")
-    parts = (pending & (Todo.assigned_agent_id == agent_id),
-             pending & Todo.assigned_agent_id.is_(None) & Todo.project_id.in_(work))  # type: ignore[union-attr,attr-defined]
+    parts = _eligible_parts(agent_id)
     firsts = [session.execute(select(Todo.created_at, Todo.id).where(part).order_by(Todo.created_at, Todo.id)
                               .limit(fixed_limit(1))).first() for part in parts]
     found = [first for first in firsts if first is not None]
