@@ -26,7 +26,7 @@ from switchboard.hub import Hub
 from switchboard.models import FeedEvent
 from switchboard.notify import subscriptions, trailer
 from tests.conftest import World
-from tests.queue.conftest import configured_world, settings_for
+from tests.queue.conftest import configured_world, explain, settings_for
 
 OTHER = 3000
 WANTED = ("question.posted", "approval.requested", "approval.decided", "todo.failed", "friend.requested")
@@ -62,18 +62,6 @@ def _busy_projects(world: World, hub: Hub) -> tuple[str, dict[str, str]]:
     return beta, grants
 
 
-def _plan(hub: Hub, sql: str, values: Any) -> str:
-    explain = "EXPLAIN QUERY PLAN " if hub.db.is_sqlite else "EXPLAIN "
-    raw = hub.db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.execute(explain + sql, values)
-        return "\n".join(" ".join(str(part) for part in r) for r in cursor.fetchall())
-    finally:
-        raw.rollback()
-        raw.close()
-
-
 def _feed_reads(hub: Hub, run: Any) -> list[tuple[str, Any]]:
     """The statements reading ``feed_events`` while ``run()`` runs, with their values."""
     seen: list[tuple[str, Any]] = []
@@ -97,7 +85,7 @@ def _ranges(hub: Hub, reads: list[tuple[str, Any]], index: str, branches: list[i
     assert len(reads) == len(branches), reads
     others = {"ix_feed_project_id", "ix_feed_project_kind_id", "ix_feed_kind_id", "feed_events_pkey"} - {index, also}
     for (sql, values), count in zip(reads, branches):
-        plan = _plan(hub, sql, values)
+        plan = explain(hub, sql, values)
         print(sql, plan, sep="\n")
         assert plan.count(index) + (plan.count(also) if also else 0) == count, plan
         assert not [name for name in others if name in plan], plan

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -17,6 +18,7 @@ from switchboard.config import Settings
 from switchboard.hub import Hub
 from switchboard.models import Agent, Todo
 from switchboard.models.base import new_id
+from switchboard.prepared import Prepared
 from switchboard.queue.todos import create
 from tests.conftest import World, configure
 from tests.services import fresh_postgres_database
@@ -99,3 +101,24 @@ def fill(hub: Hub, project_id: str, n: int, queue: str = "load") -> None:
     with hub.db.write() as s:
         for start in range(0, n, 5000):
             s.execute(insert(Todo), rows[start:start + 5000])
+
+
+def explain(hub: Hub, sql: str, values: Any) -> str:
+    """The plan the database makes for ``sql`` with ``values`` (SQLite's ``EXPLAIN QUERY PLAN``,
+    PostgreSQL's ``EXPLAIN``), its rows joined into lines."""
+    prefix = "EXPLAIN QUERY PLAN " if hub.db.is_sqlite else "EXPLAIN "
+    raw = hub.db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(prefix + sql, values)
+        return "\n".join(" ".join(str(part) for part in r) for r in cursor.fetchall())
+    finally:
+        raw.rollback()
+        raw.close()
+
+
+def explain_prepared(hub: Hub, prepared: Prepared, params: dict[str, Any]) -> str:
+    """:func:`explain` of a :class:`Prepared` statement as it runs with ``params``."""
+    expanding = prepared.expanding
+    compiled = prepared._for(hub.db.engine.dialect, len(params[expanding]) if expanding else 0)  # noqa: SLF001
+    return explain(hub, compiled.sql, compiled.parameters(params, expanding))

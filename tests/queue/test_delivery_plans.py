@@ -25,10 +25,9 @@ from switchboard.hub import Hub
 from switchboard.intake import quarantine
 from switchboard.models import Delivery
 from switchboard.models.base import new_id
-from switchboard.prepared import Prepared
 from switchboard.queue.batch import _STILL_RECEIVED, READ_DELIVERIES
 from tests.conftest import World
-from tests.queue.conftest import configured_world, settings_for
+from tests.queue.conftest import configured_world, explain, explain_prepared, settings_for
 
 BACKLOG = 3000
 
@@ -61,27 +60,13 @@ def _backlog(world: World, hub: Hub) -> list[str]:
     return _insert(world, hub, BACKLOG, "received")
 
 
-def _plan(hub: Hub, prepared: Prepared, params: dict[str, Any]) -> str:
-    expanding = prepared.expanding
-    compiled = prepared._for(hub.db.engine.dialect, len(params[expanding]) if expanding else 0)  # noqa: SLF001
-    explain = "EXPLAIN QUERY PLAN " if hub.db.is_sqlite else "EXPLAIN "
-    raw = hub.db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.execute(explain + compiled.sql, compiled.parameters(params, expanding))
-        return "\n".join(" ".join(str(part) for part in r) for r in cursor.fetchall())
-    finally:
-        raw.rollback()
-        raw.close()
-
-
 @pytest.mark.parametrize("batch", [3, 32])
 def test_processing_finds_its_batch_by_primary_key(world_hub: tuple[World, Hub], batch: int) -> None:
     world, hub = world_hub
     ids = _backlog(world, hub)[:batch]
     key = "sqlite_autoindex_deliveries_1 (id=?)" if hub.db.is_sqlite else "deliveries_pkey"
     for name, prepared in (("still received", _STILL_RECEIVED[hub.db.is_sqlite]), ("read", READ_DELIVERIES)):
-        plan = _plan(hub, prepared, {"b_ids": ids})
+        plan = explain_prepared(hub, prepared, {"b_ids": ids})
         print(name, plan, sep="\n")
         assert key in plan, plan
         assert "ix_deliveries_status_received_at" not in plan, plan
@@ -110,9 +95,5 @@ def test_the_quarantine_sweep_reads_only_what_may_be_due(world_hub: tuple[World,
         for engine in engines:
             event.remove(engine, "before_cursor_execute", capture)
     [(sql, parameters)] = [(sql, p) for sql, p in seen if "FROM deliveries" in sql]
-    raw = hub.db.engine.raw_connection()
-    try:
-        plan = " ".join(str(r[3]) for r in raw.cursor().execute("EXPLAIN QUERY PLAN " + sql, parameters).fetchall())
-    finally:
-        raw.close()
+    plan = explain(hub, sql, parameters)
     assert "ix_deliveries_status_received_at (status=? AND received_at<?)" in plan, plan

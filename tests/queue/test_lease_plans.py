@@ -32,7 +32,6 @@ from switchboard.models import Todo, fixed_limit
 from switchboard.models.base import new_id
 from switchboard.notify import wakes
 from switchboard.notify.wakes import _RING_AGAIN, _RING_FIRST
-from switchboard.prepared import Prepared
 from switchboard.queue import leases
 from switchboard.queue.lease_sql import (
     claim_statement,
@@ -41,6 +40,8 @@ from switchboard.queue.lease_sql import (
     pg_complete_recorded,
 )
 from tests.queue.conftest import agent_of, configured_hub, fill, settings_for
+from tests.queue.conftest import explain as _plan
+from tests.queue.conftest import explain_prepared as _prepared_plan
 
 PARTIAL_OR_RANGE = ("ix_todos_lease", "ix_todos_ring", "ix_todos_retry", "ix_todos_cancelled",
                     "ix_todos_project_created")
@@ -74,24 +75,6 @@ def _stale_queue(hub: Hub) -> tuple[str, dict[str, str], list[str], list[dict[st
             held.append(leases.claim(s, hub.clock, agent_id, grants, project_ids=[project_id], queue="load",
                                      is_postgres=not hub.db.is_sqlite))
     return agent_id, grants, [project_id], held
-
-
-def _plan(hub: Hub, sql: str, values: Any) -> str:
-    explain = "EXPLAIN QUERY PLAN " if hub.db.is_sqlite else "EXPLAIN "
-    raw = hub.db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.execute(explain + sql, values)
-        return "\n".join(" ".join(str(part) for part in r) for r in cursor.fetchall())
-    finally:
-        raw.rollback()
-        raw.close()
-
-
-def _prepared_plan(hub: Hub, prepared: Prepared, params: dict[str, Any]) -> str:
-    expanding = prepared.expanding
-    compiled = prepared._for(hub.db.engine.dialect, len(params[expanding]) if expanding else 0)  # noqa: SLF001
-    return _plan(hub, compiled.sql, compiled.parameters(params, expanding))
 
 
 def _by_primary_key(hub: Hub, plan: str) -> None:
