@@ -62,6 +62,12 @@ def _assert_schema_matches(url: str) -> None:
             # Nor partial indexes' predicates: a query that repeats the model's predicate must
             # find the same one in the database (migration 0019 changed ix_todos_ring's).
             assert _predicates(conn, conn.dialect.name) == _model_predicates(conn.dialect.name)
+            # Nor SQLite's AUTOINCREMENT (migration 0022): the tables the models mark have it.
+            if conn.dialect.name == "sqlite":
+                tables = conn.execute(sa.text("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                              "AND sql LIKE '%AUTOINCREMENT%'")).scalars()
+                assert set(tables) == {t.name for t in metadata.tables.values()
+                                       if t.dialect_options["sqlite"]["autoincrement"]}
             assert ctx.get_current_revision() is not None
     finally:
         engine.dispose()
@@ -171,3 +177,41 @@ def test_sqlite_no_index_repeats_the_leading_columns_of_another(tmp_path: Path) 
 
 def test_postgresql_no_index_repeats_the_leading_columns_of_another(postgres_url: str, tmp_path: Path) -> None:
     _downgrade_restores_the_indexes(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))
+
+
+def test_sqlite_event_ids_keep_counting_past_every_position_after_0022(tmp_path: Path) -> None:
+    """0022 rebuilds ``feed_events`` and ``agent_events`` with AUTOINCREMENT, keeping their rows,
+    and starts the feed's counter above every feed id a row still refers to: here a cursor at
+    41 and an inbox item at 40 stand ahead of a feed that retention had emptied."""
+    from alembic import command
+
+    from switchboard.db import alembic_config
+
+    settings = Settings(home=tmp_path)
+    command.upgrade(alembic_config(settings), "0021")
+    engine = sa.create_engine(settings.database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO humans (id, name, created_at) VALUES ('hum_1', 'alice', '2026-12-01')"))
+            conn.execute(sa.text("INSERT INTO agents (id, name, human_id, created_at) "
+                                 "VALUES ('agt_1', 'a1', 'hum_1', '2026-12-01')"))
+            conn.execute(sa.text("INSERT INTO agent_cursors (agent_id, stream, project_id, position) "
+                                 "VALUES ('agt_1', 'feed', '', 41)"))
+            conn.execute(sa.text("INSERT INTO agent_events (id, agent_id, kind, created_at) "
+                                 "VALUES (7, 'agt_1', 'wake', '2026-12-01'), (9, 'agt_1', 'wake', '2026-12-01')"))
+            conn.execute(sa.text("DELETE FROM agent_events WHERE id = 9"))
+        upgrade(settings)
+        with engine.begin() as conn:
+            assert conn.execute(sa.text("SELECT id FROM agent_events")).scalars().all() == [7]
+            for table, columns, values in (
+                    ("feed_events", "kind, title, created_at", "'x', 'x', '2026-12-04'"),
+                    ("agent_events", "agent_id, kind, created_at", "'agt_1', 'wake', '2026-12-04'")):
+                conn.execute(sa.text(f"INSERT INTO {table} ({columns}) VALUES ({values})"))
+                conn.execute(sa.text(f"DELETE FROM {table} WHERE id = (SELECT max(id) FROM {table})"))
+                conn.execute(sa.text(f"INSERT INTO {table} ({columns}) VALUES ({values})"))
+            ids = {t: conn.execute(sa.text(f"SELECT max(id) FROM {t}")).scalar()
+                   for t in ("feed_events", "agent_events")}
+    finally:
+        engine.dispose()
+    # The feed above the cursor (41, then 42 deleted); agent events above 7, the largest kept.
+    assert ids == {"feed_events": 43, "agent_events": 9}

@@ -131,3 +131,19 @@ def test_retention_schedule_runs_at_most_once_per_interval(setup: tuple[Hub, Wor
     _delivery(hub, world, "late", "processed", 100)
     assert schedule.maybe_run(hub, 1000.0 + 3599) is None
     assert schedule.maybe_run(hub, 1000.0 + 3600).deliveries == 1
+
+
+def test_a_feed_emptied_by_retention_keeps_counting(setup: tuple[Hub, World]) -> None:
+    """A quiet spell longer than the retention empties the feed; the next event still gets an
+    id above every one given before, so a cursor kept from before reads it (migration 0022:
+    SQLite without ``AUTOINCREMENT`` began again at 1, and every cursor skipped it)."""
+    hub, world = setup
+    with hub.db.write() as s:
+        old = [feed.append(s, FixedClock(NOW - timedelta(days=95)), world.project_id, "delivery.received",
+                           f"old {n}").id for n in range(3)]
+    assert prune(hub).feed_events == 3
+    with hub.db.write() as s:
+        new = feed.append(s, FixedClock(NOW), world.project_id, "delivery.received", "after the quiet spell").id
+    assert new > max(old)
+    with hub.db.read() as s:
+        assert [e.id for e in feed.tail(s, [(world.project_id, None, max(old))], 10)] == [new]

@@ -48,6 +48,8 @@ class AgentEvent(SQLModel, table=True):
     __table_args__ = (
         sa.Index("ix_agent_events_agent_id", "agent_id", "id"),
         sa.Index("ix_agent_events_created", "created_at"),
+        # Ids are positions (cursors, Last-Event-ID): never reused on SQLite (migration 0022).
+        {"sqlite_autoincrement": True},
     )
 
     id: int | None = Field(

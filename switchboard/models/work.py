@@ -166,6 +166,8 @@ class FeedEvent(SQLModel, table=True):
         # Subscriptions and kind-filtered reads: one index range per (project, kind).
         sa.Index("ix_feed_project_kind_id", "project_id", "kind", "id"),
         sa.Index("ix_feed_kind_id", "kind", "id"),
+        # Ids are positions (cursors, Last-Event-ID): never reused on SQLite (migration 0022).
+        {"sqlite_autoincrement": True},
     )
 
     id: int | None = Field(

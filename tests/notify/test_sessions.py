@@ -102,3 +102,25 @@ def test_a_batch_picker_goes_round_the_live_sessions_least_recently_woken_first(
     assert {p[0] for p in picked if p} == {agent_id}
     with hub.db.write() as s:
         assert sessions.Picker(s, hub.clock).pick(["ag_nobody"]) is None
+
+
+def test_agent_events_pruned_away_leave_the_ids_counting(hub: Hub) -> None:
+    """A day without events prunes an agent's stream empty; the next event's id is above the
+    ones before, so a stream resumed with an old ``Last-Event-ID`` gets it (migration 0022:
+    SQLite without ``AUTOINCREMENT`` began again at 1)."""
+    from datetime import timedelta
+
+    from switchboard.clock import FixedClock
+
+    agent_id = _agent(hub)
+    then = FixedClock(hub.clock.now() - timedelta(seconds=sessions.EVENT_KEEP_SECONDS + 60))
+    with hub.db.write() as s:
+        for n in range(3):
+            sessions.emit(s, then, agent_id, "ses_a", "wake", {"content": f"old {n}"})
+    last_seen = max(_read_ids(hub, agent_id, 0))
+    with hub.db.write() as s:
+        assert sessions.prune(s, hub.clock) == 3
+    with hub.db.write() as s:
+        sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {"content": "after the quiet spell"})
+    new = _read_ids(hub, agent_id, last_seen)
+    assert len(new) == 1 and new[0] > last_seen
