@@ -86,8 +86,15 @@ _RECORD = Prepared(insert(FEED).values({c: sa.bindparam(c, type_=FEED.c[c].type)
                    writes_feed=True)
 
 #: PostgreSQL: the smallest feed position a transaction still running (or starting later) can
-#: write; migration 0014 makes every new id ``(transaction id << 16) | n``.
-_PG_HORIZON = sa.literal_column("(pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 16)")
+#: write; migration 0014 makes every new id ``((transaction id + offset) << 16) | n``, the
+#: offset (migration 0023) a constant function that :func:`align_ids` raises after a restore.
+_PG_HORIZON = sa.literal_column(
+    "((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + switchboard_xid_offset()) << 16)")
+#: Every column that holds feed or agent event ids (positions, DESIGN.md §6.4, §6.5a, §6.7).
+_POSITIONS = (("feed_events", "id"), ("agent_events", "id"), ("agent_cursors", "position"),
+              ("subscriptions", "seed_event_id"), ("inbox_items", "seq"), ("inbox_items", "resolved_event_id"))
+#: ``pg_advisory_xact_lock`` key of :func:`align_ids` (two processes starting at once).
+_ALIGN_LOCK = 0x5B_FEED_1D
 
 
 def settled(position: Any, session: Session) -> Any:
@@ -112,6 +119,41 @@ def settled(position: Any, session: Session) -> Any:
 
 def _settled(position: Any, postgresql: bool) -> Any:
     return position < _PG_HORIZON if postgresql else sa.true()
+
+
+def align_ids(connection: sa.Connection) -> int | None:
+    """PostgreSQL: make new event ids larger than every id the database already holds.
+
+    Ids are made from transaction ids (migration 0014). A dump restored into another cluster
+    (``pg_restore``) holds ids made from that cluster's transaction ids, usually far ahead of
+    the new one's: new events got smaller ids than the restored ones, so every cursor and
+    ``Last-Event-ID`` kept from before skipped them, and the restored events stood above the
+    readers' horizon, unread. When the largest id any row holds (events, cursors, subscription
+    seeds, inbox items) is at or past ``(current transaction id + offset) << 16``, the offset
+    (``switchboard_xid_offset()``, migration 0023) is raised just past it. It never goes down.
+    Run by :func:`switchboard.db.upgrade` (``migrate``, and ``serve``, ``worker`` and ``init``
+    at start-up); commits with ``connection``'s transaction.
+
+    Args:
+        connection: a connection in a transaction, at schema head.
+
+    Returns:
+        The new offset (transaction ids) when it was raised, else ``None`` (and always on SQLite,
+        whose ids are ``AUTOINCREMENT``, migration 0022).
+    """
+    if connection.dialect.name != "postgresql":
+        return None
+    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_ALIGN_LOCK})")
+    largest = max(connection.exec_driver_sql(f"SELECT max({column}) FROM {table}").scalar() or 0
+                  for table, column in _POSITIONS)
+    xid, offset = connection.exec_driver_sql(
+        "SELECT pg_current_xact_id()::text::bigint, switchboard_xid_offset()").one()
+    if xid + offset > largest >> 16:
+        return None
+    raised = (largest >> 16) + 1 - xid
+    connection.exec_driver_sql("CREATE OR REPLACE FUNCTION switchboard_xid_offset() RETURNS bigint "
+                               f"LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {int(raised)}::bigint $$")
+    return int(raised)
 
 
 #: Ranges one :func:`tail` statement reads as branches of its own at most. SQLite allows 500

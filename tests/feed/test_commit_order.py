@@ -141,3 +141,34 @@ def test_sqlite_reads_are_unchanged(tmp_path: Path) -> None:
         assert [e["id"] for e in _read(hub, agent_id, grants)["events"]] == ids
     finally:
         hub.close()
+
+
+def test_a_dump_restored_into_a_younger_cluster_keeps_new_ids_ahead(pg_hub: Hub) -> None:
+    """A restore (``pg_restore`` into another cluster) brings ids made from that cluster's
+    transaction ids, here a million transactions ahead of this one's. ``switchboard migrate``
+    (``db.upgrade``) raises the id offset (migration 0023): the restored event is read, and a
+    new event gets a larger id, read from the cursor that passed the restored one. Without
+    it the restored event stayed above every reader's horizon and new events went below it."""
+    from sqlalchemy import insert, text
+
+    from switchboard.models import FeedEvent
+    from switchboard.notify import sessions
+
+    agent_id, project_id, grants = _world(pg_hub)
+    for _ in range(6):  # psycopg prepares the reads from the fifth run: they must see the new offset
+        assert _read(pg_hub, agent_id, grants)["events"] == []
+    with pg_hub.db.write() as s:
+        xid = int(s.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
+        restored = (xid + 1_000_000) << 16
+        s.execute(insert(FeedEvent).values(id=restored, project_id=project_id, kind="todo.created",
+                                           title="restored", created_at=pg_hub.clock.now()))
+    upgrade(pg_hub.settings)
+
+    assert [e["id"] for e in _read(pg_hub, agent_id, grants)["events"]] == [restored]
+    new = _append(pg_hub, project_id, "after the restore")
+    assert new > restored
+    assert [e["title"] for e in _read(pg_hub, agent_id, grants)["events"]] == ["after the restore"]
+    with pg_hub.db.write() as s:
+        assert sessions.emit(s, pg_hub.clock, agent_id, None, "wake", {"content": "x"}) > restored
+    with pg_hub.db.write() as s:  # aligned: nothing more to raise
+        assert feed.align_ids(s.connection()) is None
