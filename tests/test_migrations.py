@@ -179,10 +179,30 @@ def test_postgresql_no_index_repeats_the_leading_columns_of_another(postgres_url
     _downgrade_restores_the_indexes(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))
 
 
-def test_sqlite_event_ids_keep_counting_past_every_position_after_0022(tmp_path: Path) -> None:
+_HOLDERS = {  # a row at 0021 holding feed id 41, for each column that holds feed ids
+    "feed_events": "INSERT INTO feed_events (id, kind, title, created_at) VALUES (41, 'x', 'x', '2026-12-01')",
+    "agent_cursors": "INSERT INTO agent_cursors (agent_id, stream, project_id, position) "
+                     "VALUES ('agt_1', 'feed', '', 41)",
+    "subscriptions": "INSERT INTO subscriptions (id, kind, agent_id, seed_event_id, created_at) "
+                     "VALUES ('sub_1', 'todo.created', 'agt_1', 41, '2026-12-01')",
+    "inbox_items.seq": "INSERT INTO inbox_items (id, agent_id, human_id, kind, title, status, on_expiry, seq, "
+                       "created_at) VALUES ('inb_1', 'agt_1', 'hum_1', 'question', 'q', 'open', 'expire', 41, "
+                       "'2026-12-01')",
+    "inbox_items.resolved_event_id": "INSERT INTO inbox_items (id, agent_id, human_id, kind, title, status, "
+                                     "on_expiry, seq, resolved_event_id, created_at) VALUES ('inb_1', 'agt_1', "
+                                     "'hum_1', 'question', 'q', 'answered', 'expire', 0, 41, '2026-12-01')",
+}
+
+
+@pytest.mark.parametrize("holder", sorted(_HOLDERS))
+def test_sqlite_event_ids_keep_counting_past_every_position_after_0022(tmp_path: Path, holder: str) -> None:
     """0022 rebuilds ``feed_events`` and ``agent_events`` with AUTOINCREMENT, keeping their rows,
-    and starts the feed's counter above every feed id a row still refers to: here a cursor at
-    41 and an inbox item at 40 stand ahead of a feed that retention had emptied."""
+    and starts the feed's counter above every feed id a row still refers to: here one row holds
+    41 (a feed event, or a cursor, a subscription seed or an inbox item ahead of a feed that
+    retention had emptied). Agent-event ids are held by no row: the counter starts at the
+    largest id kept (7; 9 was given and deleted before, and is given again once). A stream
+    resuming after such an id starts afresh instead (``feed.events.ahead``, tested with the
+    agent stream)."""
     from alembic import command
 
     from switchboard.db import alembic_config
@@ -195,8 +215,7 @@ def test_sqlite_event_ids_keep_counting_past_every_position_after_0022(tmp_path:
             conn.execute(sa.text("INSERT INTO humans (id, name, created_at) VALUES ('hum_1', 'alice', '2026-12-01')"))
             conn.execute(sa.text("INSERT INTO agents (id, name, human_id, created_at) "
                                  "VALUES ('agt_1', 'a1', 'hum_1', '2026-12-01')"))
-            conn.execute(sa.text("INSERT INTO agent_cursors (agent_id, stream, project_id, position) "
-                                 "VALUES ('agt_1', 'feed', '', 41)"))
+            conn.execute(sa.text(_HOLDERS[holder]))
             conn.execute(sa.text("INSERT INTO agent_events (id, agent_id, kind, created_at) "
                                  "VALUES (7, 'agt_1', 'wake', '2026-12-01'), (9, 'agt_1', 'wake', '2026-12-01')"))
             conn.execute(sa.text("DELETE FROM agent_events WHERE id = 9"))
@@ -213,5 +232,5 @@ def test_sqlite_event_ids_keep_counting_past_every_position_after_0022(tmp_path:
                    for t in ("feed_events", "agent_events")}
     finally:
         engine.dispose()
-    # The feed above the cursor (41, then 42 deleted); agent events above 7, the largest kept.
+    # The feed above 41 (42 given and deleted, then 43); agent events above 7 (8 deleted, then 9).
     assert ids == {"feed_events": 43, "agent_events": 9}

@@ -14,7 +14,9 @@ SQLite cannot add ``AUTOINCREMENT`` to a table: both tables are rebuilt (Alembic
 copy, drop, rename; indexes and keys as the models give them), which sets their counters to
 the largest id kept. A feed counter is then raised to the largest feed id any row still refers
 to (cursors, subscription seeds, inbox items), in case the feed was emptied before this
-migration. PostgreSQL's ids come from transaction ids (migration 0014) and never go back
+migration. No row holds agent-event ids: those given and pruned before this migration can be
+given once more, and a stream resumed past every id given starts afresh
+(``switchboard.feed.events.ahead``). PostgreSQL's ids come from transaction ids (migration 0014) and never go back
 within a cluster: nothing changes there.
 
 Revision ID: 0022

@@ -17,6 +17,7 @@ from sqlalchemy import and_, insert, or_, select, union_all
 from sqlmodel import Session
 
 from switchboard.clock import Clock
+from switchboard.errors import InvalidArgument
 from switchboard.models import FeedEvent
 from switchboard.prepared import Prepared
 
@@ -121,6 +122,45 @@ def _settled(position: Any, postgresql: bool) -> Any:
     return position < _PG_HORIZON if postgresql else sa.true()
 
 
+def ahead(session: Session, position: int, table: str = "feed_events") -> bool:
+    """Whether ``position`` is past every id this database has given in ``table``.
+
+    Such a position comes from another timeline: a client's ``Last-Event-ID`` or ``since`` kept
+    across the restore of an older backup, or across migration 0022 of a table retention had
+    emptied (ids given before are not known to SQLite then). Read after it, every new event
+    would be skipped until the ids caught up; streams start afresh instead, reads refuse it.
+    SQLite: past ``sqlite_sequence``'s largest id given (``AUTOINCREMENT``, migration 0022).
+    PostgreSQL: at or past the readers' horizon, above which no reader was ever given an id.
+
+    Args:
+        session: the session to read in.
+        position: an event id a client gave back.
+        table: ``feed_events`` or ``agent_events``.
+
+    Returns:
+        True when no id this large was ever given.
+    """
+    if table not in ("feed_events", "agent_events"):
+        raise ValueError(f"no event ids in {table}")
+    if session.get_bind().dialect.name == "postgresql":
+        return position >= int(session.execute(sa.select(_PG_HORIZON)).scalar_one())
+    given = session.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = :t"), {"t": table}).scalar()
+    return position > int(given or 0)
+
+
+def refuse_ahead(session: Session, since: int | None) -> None:
+    """Refuse a read's ``since`` (or ``cursor``) past every feed id this database has given.
+
+    Raises:
+        InvalidArgument: :func:`ahead` (a position kept across a restore of the hub's database):
+            read after it, every new event would be skipped until the ids caught up.
+    """
+    if since is not None and ahead(session, since):
+        raise InvalidArgument(f"since {since} is past every feed event id this hub has given (its database was "
+                              "restored from a backup?): read without since to use your stored position, or "
+                              "from since=0")
+
+
 def align_ids(connection: sa.Connection) -> int | None:
     """PostgreSQL: make new event ids larger than every id the database already holds.
 
@@ -129,7 +169,7 @@ def align_ids(connection: sa.Connection) -> int | None:
     the new one's: new events got smaller ids than the restored ones, so every cursor and
     ``Last-Event-ID`` kept from before skipped them, and the restored events stood above the
     readers' horizon, unread. When the largest id any row holds (events, cursors, subscription
-    seeds, inbox items) is at or past ``(current transaction id + offset) << 16``, the offset
+    seeds, inbox items) is at or past ``(oldest running transaction id + offset) << 16``, the offset
     (``switchboard_xid_offset()``, migration 0023) is raised just past it. It never goes down.
     Run by :func:`switchboard.db.upgrade` (``migrate``, and ``serve``, ``worker`` and ``init``
     at start-up); commits with ``connection``'s transaction.
@@ -146,11 +186,14 @@ def align_ids(connection: sa.Connection) -> int | None:
     connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_ALIGN_LOCK})")
     largest = max(connection.exec_driver_sql(f"SELECT max({column}) FROM {table}").scalar() or 0
                   for table, column in _POSITIONS)
-    xid, offset = connection.exec_driver_sql(
-        "SELECT pg_current_xact_id()::text::bigint, switchboard_xid_offset()").one()
-    if xid + offset > largest >> 16:
+    # The oldest transaction still running, not this one: a writer that began before this raise
+    # and inserts after it must get an id above the restored ones too (a review: with this
+    # transaction's own id, such a writer's event went below them, or collided with one).
+    xmin, offset = connection.exec_driver_sql(
+        "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, switchboard_xid_offset()").one()
+    if xmin + offset > largest >> 16:
         return None
-    raised = (largest >> 16) + 1 - xid
+    raised = (largest >> 16) + 1 - xmin
     connection.exec_driver_sql("CREATE OR REPLACE FUNCTION switchboard_xid_offset() RETURNS bigint "
                                f"LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {int(raised)}::bigint $$")
     return int(raised)

@@ -22,7 +22,7 @@ from sqlmodel import Session
 from switchboard import paging
 from switchboard.clock import iso
 from switchboard.errors import Conflict, InvalidArgument
-from switchboard.feed.events import tail
+from switchboard.feed.events import refuse_ahead, tail
 from switchboard.models import FeedEvent
 from switchboard.notify import cursors
 from switchboard.scope import resolve_projects
@@ -81,11 +81,13 @@ def read(session: Session, agent_id: str, grants: dict[str, str], *, project: st
 
     Raises:
         NotFound: ``project`` is unknown or not readable. InvalidArgument: bad limit, a
-            malformed cursor, or both ``since`` and ``cursor``.
+            malformed cursor, both ``since`` and ``cursor``, or a position past every feed id
+            given (:func:`switchboard.feed.events.refuse_ahead`).
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidArgument(f"limit must be 1 to {MAX_LIMIT}")
     since = position_of(cursor, since)
+    refuse_ahead(session, since)
     out = _read(session, agent_id, grants, project=project, kinds=kinds, since=since, limit=limit)
     out["next_cursor"] = cursor_of(out["next_since"])
     return out

@@ -237,7 +237,8 @@ def read(session: Session, agent_id: str, *, status: str | None = None, since: i
 
     Raises:
         InvalidArgument: ``limit`` outside 1..200, an unknown ``status``, a malformed cursor,
-            or both ``since`` and ``cursor``.
+            both ``since`` and ``cursor``, or a position past every feed id given
+            (:func:`switchboard.feed.events.refuse_ahead`).
     """
     if not 1 <= limit <= MAX_READ_LIMIT:
         raise InvalidArgument(f"limit must be 1 to {MAX_READ_LIMIT}")
@@ -245,6 +246,7 @@ def read(session: Session, agent_id: str, *, status: str | None = None, since: i
         if since is not None:
             raise InvalidArgument("give since or cursor, not both")
         since = int(paging.decode(cursor, INBOX_LIST, _SEQ_KEY)[0])
+    feed.refuse_ahead(session, since)
     query = select(InboxItem).where(InboxItem.agent_id == agent_id, InboxItem.seq > (since or 0),
                                     feed.settled(InboxItem.seq, session))
     if status == "resolved":

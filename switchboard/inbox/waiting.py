@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from switchboard.feed.events import refuse_ahead
 from switchboard.inbox import items as inbox
 from switchboard.notify import cursors
 
@@ -34,9 +35,13 @@ def poll(hub: Hub, agent_id: str, since: int | None) -> dict[str, Any]:
     Returns:
         ``{resolved: [item view, ...], next_since}``; ``next_since`` is the last resolution's
         feed position, or the starting position when nothing resolved.
+
+    Raises:
+        InvalidArgument: ``since`` past every feed id given (:func:`switchboard.feed.events.refuse_ahead`).
     """
     if since is not None:
         with hub.db.read() as s:
+            refuse_ahead(s, since)
             rows = inbox.resolved_after(s, agent_id, since)
             return {"resolved": [inbox.view(i) for i in rows],
                     "next_since": int(rows[-1].resolved_event_id or 0) if rows else since}

@@ -8,7 +8,8 @@
   structured result as JSON (errors as problem details); parked on the broker, no thread.
 - ``GET /api/v1/agent/stream``: server-sent events for one session of this agent (wakes,
   doorbell tests; verdicts of the permission relay), read from the ledger with their ids, so
-  ``Last-Event-ID`` resumes with no gap and no duplicate; a comment heartbeat every 15 s,
+  ``Last-Event-ID`` resumes with no gap and no duplicate (one past every id this database has
+  given, kept across a restore, starts a new stream); a comment heartbeat every 15 s,
   ``X-Accel-Buffering: no``, ``Cache-Control: no-cache`` (:func:`stream`).
 
 Every route needs ``Authorization: Bearer <agent token>`` (401 problem details otherwise).
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from switchboard.errors import InvalidArgument, RateLimited, SwitchboardError
+from switchboard.feed.events import ahead
 from switchboard.inbox.permissions import start_position
 from switchboard.intake import json_shape
 from switchboard.mcp_server.callers import SESSION_HEADER, bearer, resolve_caller, session_of
@@ -129,6 +131,11 @@ def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str, last
     """Record the session, pick the stream's start position, and ring what already waits."""
     with hub.db.write() as s:
         sessions.attach(s, hub.clock, agent_id, session_id, stream_id)
+        if last is not None and ahead(s, last, "agent_events"):
+            # From another timeline (a restore, or ids given before migration 0022): read after it,
+            # every new event would be skipped until the ids caught up. Start as a new stream.
+            log.info("agent stream: Last-Event-ID %d is past every event id given; starting afresh", last)
+            last = None
         # Without Last-Event-ID: after the newest event, but not past verdicts for this session.
         position = last if last is not None else start_position(s, agent_id, session_id)
         wake = attach_ring(s, hub.clock, agent_id, session_id)

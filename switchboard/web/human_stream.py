@@ -12,7 +12,8 @@ human owns, re-read on every pass so a new or lost ownership counts at once:
 The data is a nudge, never the event's content: the page fetches what to show through the
 authenticated UI (``/ui/feed/rows?after=``). Event ids are feed ids; a reconnect with
 ``Last-Event-ID`` (or ``?since=``) resumes exactly after it, with no gap or duplicate; without
-either the stream starts at the newest event (no history replay). Only settled positions are
+either, or with one past every feed id this database has given (kept across a restore), the
+stream starts at the newest event (no history replay). Only settled positions are
 read (:func:`switchboard.feed.events.settled`: on PostgreSQL, ids below every open
 transaction), so an event committed late behind the stream's position is never skipped. A comment heartbeat goes out
 every 15 s (``ping``), never with an id. Each pass waits on :data:`switchboard.feed.bell.BELL`
@@ -35,7 +36,7 @@ from starlette.responses import Response
 from switchboard import admin
 from switchboard.errors import InvalidArgument, SwitchboardError, Unauthenticated
 from switchboard.feed.bell import BELL, POLL_SECONDS
-from switchboard.feed.events import settled
+from switchboard.feed.events import ahead, settled
 from switchboard.mcp_server.callers import bearer
 from switchboard.models import FeedEvent
 from switchboard.web import logins
@@ -83,8 +84,14 @@ def _start(hub: Hub, request: Request) -> int | None:
     return int(raw)
 
 
-def _newest(hub: Hub) -> int:
+def _position(hub: Hub, start: int | None) -> int:
+    """``start``, or the newest settled event when there is none or it is past every feed id ever
+    given (a ``Last-Event-ID`` kept across a restore: :func:`switchboard.feed.events.ahead`)."""
     with hub.db.read() as s:
+        if start is not None and not ahead(s, start):
+            return start
+        if start is not None:
+            log.info("human stream: Last-Event-ID %d is past every feed id given; starting at the newest", start)
         return int(s.execute(select(func.max(FeedEvent.id)).where(settled(FeedEvent.id, s))).scalar() or 0)
 
 
@@ -115,7 +122,7 @@ async def stream(request: Request) -> Response:
     except Exception as exc:  # noqa: BLE001 - never a 5xx for a bad cookie
         log.info("human stream refused: %s", type(exc).__name__)
         return from_error(Unauthenticated("sign in first"))
-    position = start if start is not None else await anyio.to_thread.run_sync(_newest, hub)
+    position = await anyio.to_thread.run_sync(_position, hub, start)
     cookies, authorization = dict(request.cookies), request.headers.get("authorization")
 
     def still_signed_in() -> bool:

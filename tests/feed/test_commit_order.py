@@ -172,3 +172,62 @@ def test_a_dump_restored_into_a_younger_cluster_keeps_new_ids_ahead(pg_hub: Hub)
         assert sessions.emit(s, pg_hub.clock, agent_id, None, "wake", {"content": "x"}) > restored
     with pg_hub.db.write() as s:  # aligned: nothing more to raise
         assert feed.align_ids(s.connection()) is None
+
+
+def test_a_writer_open_while_the_offset_is_raised_still_writes_above_the_restored_ids(pg_hub: Hub) -> None:
+    """A review: ``align_ids`` set the offset from its own transaction id, so a writer whose
+    transaction began before the raise and inserted after it got an id below the restored ones
+    (an event lost behind the cursor, or a duplicate key). The offset now starts from the
+    oldest running transaction."""
+    import psycopg
+    from sqlalchemy import insert, text
+
+    from switchboard.models import FeedEvent
+    from tests.services import _libpq_url
+
+    agent_id, project_id, grants = _world(pg_hub)
+    assert _read(pg_hub, agent_id, grants)["events"] == []
+    with pg_hub.db.write() as s:
+        xid = int(s.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
+        restored = (xid + 1_000_000) << 16
+        s.execute(insert(FeedEvent).values(id=restored, project_id=project_id, kind="todo.created",
+                                           title="restored", created_at=pg_hub.clock.now()))
+    assert [e["id"] for e in _read(pg_hub, agent_id, grants)["events"]] == []  # above the horizon: unread
+    with psycopg.connect(_libpq_url(pg_hub.settings.database_url)) as writer:
+        writer.execute("SELECT pg_current_xact_id()")  # a worker mid-job: its transaction began first
+        upgrade(pg_hub.settings)
+        written = writer.execute("INSERT INTO feed_events (project_id, kind, title, created_at) VALUES "
+                                 "(%s, 'todo.created', 'open across the raise', now()) RETURNING id",
+                                 (project_id,)).fetchone()
+        writer.commit()
+    assert written is not None and written[0] > restored
+    assert [e["title"] for e in _read(pg_hub, agent_id, grants)["events"]] == ["restored", "open across the raise"]
+
+
+@pytest.mark.parametrize("holder", ["agent_events", "agent_cursors", "subscriptions", "inbox_items"])
+def test_the_offset_passes_the_largest_id_whichever_row_holds_it(pg_hub: Hub, holder: str) -> None:
+    """A review: only a feed event held the largest id in the tests. The last transaction before a
+    dump is often a wake (an agent event) or a cursor's move."""
+    from sqlalchemy import text
+
+    from switchboard.notify import sessions
+
+    agent_id, project_id, grants = _world(pg_hub)
+    with pg_hub.db.write() as s:
+        xid = int(s.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
+        restored = ((xid + 1_000_000) << 16) | 7
+        row = {"a": agent_id, "p": project_id, "r": restored, "t": pg_hub.clock.now()}
+        s.execute(text({
+            "agent_events": "INSERT INTO agent_events (id, agent_id, kind, created_at) VALUES (:r, :a, 'wake', :t)",
+            "agent_cursors": "INSERT INTO agent_cursors (agent_id, stream, project_id, position) "
+                             "VALUES (:a, 'feed', :p, :r)",
+            "subscriptions": "INSERT INTO subscriptions (id, kind, agent_id, project_id, seed_event_id, created_at) "
+                             "VALUES ('sub_1', 'todo.created', :a, :p, :r, :t)",
+            "inbox_items": "INSERT INTO inbox_items (id, agent_id, human_id, project_id, kind, title, status, "
+                           "on_expiry, seq, created_at) VALUES ('inb_1', :a, (SELECT id FROM humans), :p, "
+                           "'question', 'q', 'open', 'expire', :r, :t)",
+        }[holder]), row)
+    upgrade(pg_hub.settings)
+    assert _append(pg_hub, project_id, "after") > restored
+    with pg_hub.db.write() as s:
+        assert sessions.emit(s, pg_hub.clock, agent_id, None, "wake", {"content": "x"}) > restored

@@ -98,3 +98,39 @@ def test_a_drain_delivers_every_subscribed_event_once(world_hub: tuple[World, Hu
     for pid in {p for _, p, _ in wanted}:  # each project's cursor moves forward by id
         ids = [i for i, p, _ in delivered if p == pid]
         assert ids == sorted(ids)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_positions_past_every_id_given_are_told_apart_and_reads_refuse_them(
+        request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> None:
+    """A position past every id the database has given comes from another timeline (kept across
+    a restore of an older backup): ``feed_read``, ``inbox_read`` and ``inbox_wait`` refuse it as
+    ``since`` or ``cursor`` (read after it, every new event was skipped until the ids caught up);
+    every id given, and 0, still reads."""
+    from switchboard.errors import InvalidArgument
+    from switchboard.inbox import items as inbox
+    from switchboard.inbox import waiting
+    from switchboard.notify import sessions
+
+    with configured_world(settings_for(request, tmp_path, backend)) as (world, hub):
+        with hub.db.write() as s:
+            given = [int(events.append(s, hub.clock, world.project_id, "todo.created", f"e{n}").id or 0)
+                     for n in range(2)]
+            wake = sessions.emit(s, hub.clock, world.agent_id, None, "wake", {"content": "x"})
+            grants = admin.grants_of(s, world.agent_id)
+        beyond = given[-1] + 2**40
+        with hub.db.read() as s:
+            assert not any(events.ahead(s, position) for position in (0, *given))
+            assert events.ahead(s, beyond)
+            assert not events.ahead(s, wake, "agent_events") and events.ahead(s, wake + 2**40, "agent_events")
+        with hub.db.write() as s:
+            assert [e["title"] for e in pages.read(s, world.agent_id, grants, since=given[0])["events"]] == ["e1"]
+            assert pages.read(s, world.agent_id, grants, since=0)["next_since"] == given[-1]
+            for call in (lambda: pages.read(s, world.agent_id, grants, since=beyond),
+                         lambda: pages.read(s, world.agent_id, grants, cursor=pages.cursor_of(beyond)),
+                         lambda: inbox.read(s, world.agent_id, since=beyond)):
+                with pytest.raises(InvalidArgument, match="past every feed event id"):
+                    call()
+        with pytest.raises(InvalidArgument, match="past every feed event id"):
+            waiting.poll(hub, world.agent_id, beyond)
+        assert waiting.poll(hub, world.agent_id, given[-1])["resolved"] == []

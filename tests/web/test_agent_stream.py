@@ -373,3 +373,18 @@ async def test_a_replacement_whose_stream_ended_meanwhile_does_not_pass_the_cap(
         done.set()
     assert most == agent_api.MAX_STREAMS_PER_AGENT
     assert statuses[-2:] == [("ses_new", 200), ("ses_0", 429)]
+
+
+async def test_a_last_event_id_past_every_id_given_starts_a_new_stream(live: LiveApp) -> None:
+    """A ``Last-Event-ID`` from another timeline (the adapter kept it across a restore of an older
+    backup, or across migration 0022 of an emptied table) is past every id this database has
+    given: read after it, every new wake was skipped until the ids caught up. The stream starts
+    as a new one instead, and the next wake arrives."""
+    async with open_stream(live, last="1000000") as stream:
+        assert await stream.line() == ": attached session=ses_test"
+        first = emit(live, "ses_test", "after the restore")
+        assert first < 1000000
+        assert (await stream.event())["id"] == str(first)
+    async with open_stream(live, last=str(first)) as stream:  # a position it was given still resumes
+        missed = emit(live, "ses_test", "missed")
+        assert (await stream.event())["id"] == str(missed)
