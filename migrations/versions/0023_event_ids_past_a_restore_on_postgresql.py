@@ -59,6 +59,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # After a raise (a restore), ids without the offset go below the ones held: the readers of
+    # the older code skip them until the transaction ids catch up, as before this migration.
     if op.get_bind().dialect.name != "postgresql":
         return
     op.execute(FUNCTION_0014)
