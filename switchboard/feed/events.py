@@ -240,9 +240,7 @@ def tail(session: Session, ranges: Sequence[tuple[str, str | None, int]], limit:
             params[f"b_kind_{i}"] = kind
     shape = tuple(kind is not None for _, kind, _ in ranges)
     statement = _branches(postgresql, shape)
-    if not postgresql:
-        return list(session.execute(statement, params).scalars().all())
-    with _unprepared(session):
+    with _unprepared(session) if postgresql else contextlib.nullcontext():
         return list(session.execute(statement, params).scalars().all())
 
 
