@@ -91,6 +91,10 @@ _RECORD = Prepared(insert(FEED).values({c: sa.bindparam(c, type_=FEED.c[c].type)
 #: offset (migration 0023) a constant function that :func:`align_ids` raises after a restore.
 _PG_HORIZON = sa.literal_column(
     "((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + switchboard_xid_offset()) << 16)")
+#: PostgreSQL: no committed transaction's event id is this large (``xmax``: the first transaction
+#: id not yet given when the snapshot was taken).
+_PG_GIVEN = sa.literal_column(
+    "((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + switchboard_xid_offset()) << 16)")
 #: Every column that holds feed or agent event ids (positions, DESIGN.md §6.4, §6.5a, §6.7).
 _POSITIONS = (("feed_events", "id"), ("agent_events", "id"), ("agent_cursors", "position"),
               ("subscriptions", "seed_event_id"), ("inbox_items", "seq"), ("inbox_items", "resolved_event_id"))
@@ -129,8 +133,12 @@ def ahead(session: Session, position: int, table: str = "feed_events") -> bool:
     across the restore of an older backup, or across migration 0022 of a table retention had
     emptied (ids given before are not known to SQLite then). Read after it, every new event
     would be skipped until the ids caught up; streams start afresh instead, reads refuse it.
+    Only until the new ids pass it: a client that comes back later skips the events between.
     SQLite: past ``sqlite_sequence``'s largest id given (``AUTOINCREMENT``, migration 0022).
-    PostgreSQL: at or past the readers' horizon, above which no reader was ever given an id.
+    PostgreSQL: at or past ``(pg_snapshot_xmax + offset) << 16``: every transaction that has
+    committed has an id below ``xmax``. Not the readers' horizon (``xmin``): an id committed
+    while an older transaction is still open is above that, and is handed out at once (an
+    inbox item's ``seq`` in ``question_post``'s answer; a review found the refusal there).
 
     Args:
         session: the session to read in.
@@ -143,7 +151,7 @@ def ahead(session: Session, position: int, table: str = "feed_events") -> bool:
     if table not in ("feed_events", "agent_events"):
         raise ValueError(f"no event ids in {table}")
     if session.get_bind().dialect.name == "postgresql":
-        return position >= int(session.execute(sa.select(_PG_HORIZON)).scalar_one())
+        return position >= int(session.execute(sa.select(_PG_GIVEN)).scalar_one())
     given = session.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = :t"), {"t": table}).scalar()
     return position > int(given or 0)
 

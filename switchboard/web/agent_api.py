@@ -9,7 +9,9 @@
 - ``GET /api/v1/agent/stream``: server-sent events for one session of this agent (wakes,
   doorbell tests; verdicts of the permission relay), read from the ledger with their ids, so
   ``Last-Event-ID`` resumes with no gap and no duplicate (one past every id this database has
-  given, kept across a restore, starts a new stream); a comment heartbeat every 15 s,
+  given, kept across a restore, starts a new stream: a ``restart`` event whose id is the new
+  position, then the events of this session still in the ledger, which may come again); a
+  comment heartbeat every 15 s,
   ``X-Accel-Buffering: no``, ``Cache-Control: no-cache`` (:func:`stream`).
 
 Every route needs ``Authorization: Bearer <agent token>`` (401 problem details otherwise).
@@ -127,19 +129,26 @@ def _last_event_id(request: Request) -> int | None:
     return int(raw.strip())
 
 
-def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str, last: int | None) -> tuple[int, Any]:
-    """Record the session, pick the stream's start position, and ring what already waits."""
+def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str,
+                  last: int | None) -> tuple[int, Any, bool]:
+    """Record the session, pick the stream's start position, and ring what already waits.
+
+    Returns:
+        ``(position, wake, restarted)``; ``restarted`` when ``last`` was from another timeline.
+    """
+    restarted = False
     with hub.db.write() as s:
         sessions.attach(s, hub.clock, agent_id, session_id, stream_id)
         if last is not None and ahead(s, last, "agent_events"):
             # From another timeline (a restore, or ids given before migration 0022): read after it,
-            # every new event would be skipped until the ids caught up. Start as a new stream.
+            # every new event would be skipped until the ids caught up. Start as a new stream
+            # (the events still in the ledger for this session come again: at least once).
             log.info("agent stream: Last-Event-ID %d is past every event id given; starting afresh", last)
-            last = None
+            last, restarted = None, True
         # Without Last-Event-ID: after the newest event, but not past verdicts for this session.
         position = last if last is not None else start_position(s, agent_id, session_id)
         wake = attach_ring(s, hub.clock, agent_id, session_id)
-    return position, wake
+    return position, wake, restarted
 
 
 def _read(hub: Hub, agent_id: str, session_id: str, after: int) -> list[tuple[int, str, str]]:
@@ -185,8 +194,8 @@ async def stream(request: Request) -> Response:
             reserved = True
         stream_id = new_id("stm")
         sub = Subscriber(caller.agent_id, asyncio.get_running_loop(), session_id=session_id, stream_id=stream_id)
-        position, wake = await anyio.to_thread.run_sync(_open_session, hub, caller.agent_id, session_id,
-                                                        stream_id, last)
+        position, wake, restarted = await anyio.to_thread.run_sync(_open_session, hub, caller.agent_id,
+                                                                   session_id, stream_id, last)
     except BaseException as exc:
         if reserved:
             hub.streams.unreserve(caller.agent_id)
@@ -218,6 +227,8 @@ async def stream(request: Request) -> Response:
         try:
             # The first byte at once: the client knows it is attached, and to which session.
             yield ServerSentEvent(comment=f"attached session={session_id}")
+            if restarted:  # the client's Last-Event-ID becomes this timeline's position
+                yield ServerSentEvent(event="restart", id=str(position), data=json.dumps({"position": position}))
             beat_at = anyio.current_time() + HEARTBEAT_SECONDS
             recheck_until = 0.0
             while not sub.closed or revoked:

@@ -12,8 +12,9 @@ human owns, re-read on every pass so a new or lost ownership counts at once:
 The data is a nudge, never the event's content: the page fetches what to show through the
 authenticated UI (``/ui/feed/rows?after=``). Event ids are feed ids; a reconnect with
 ``Last-Event-ID`` (or ``?since=``) resumes exactly after it, with no gap or duplicate; without
-either, or with one past every feed id this database has given (kept across a restore), the
-stream starts at the newest event (no history replay). Only settled positions are
+either the stream starts at the newest event (no history replay). One past every feed id this
+database has given (kept across a restore) starts there too, after an ``event: restart`` whose
+id is the new position (the web UI reloads the page on it). Only settled positions are
 read (:func:`switchboard.feed.events.settled`: on PostgreSQL, ids below every open
 transaction), so an event committed late behind the stream's position is never skipped. A comment heartbeat goes out
 every 15 s (``ping``), never with an id. Each pass waits on :data:`switchboard.feed.bell.BELL`
@@ -84,15 +85,17 @@ def _start(hub: Hub, request: Request) -> int | None:
     return int(raw)
 
 
-def _position(hub: Hub, start: int | None) -> int:
-    """``start``, or the newest settled event when there is none or it is past every feed id ever
-    given (a ``Last-Event-ID`` kept across a restore: :func:`switchboard.feed.events.ahead`)."""
+def _position(hub: Hub, start: int | None) -> tuple[int, bool]:
+    """``(start, False)``, or ``(newest settled event, restarted)`` when there is no start or it
+    is past every feed id ever given (a ``Last-Event-ID`` kept across a restore:
+    :func:`switchboard.feed.events.ahead`)."""
     with hub.db.read() as s:
         if start is not None and not ahead(s, start):
-            return start
+            return start, False
         if start is not None:
             log.info("human stream: Last-Event-ID %d is past every feed id given; starting at the newest", start)
-        return int(s.execute(select(func.max(FeedEvent.id)).where(settled(FeedEvent.id, s))).scalar() or 0)
+        newest = int(s.execute(select(func.max(FeedEvent.id)).where(settled(FeedEvent.id, s))).scalar() or 0)
+        return newest, start is not None
 
 
 def _after(hub: Hub, human_id: str, position: int) -> list[tuple[int, str, str]]:
@@ -122,7 +125,7 @@ async def stream(request: Request) -> Response:
     except Exception as exc:  # noqa: BLE001 - never a 5xx for a bad cookie
         log.info("human stream refused: %s", type(exc).__name__)
         return from_error(Unauthenticated("sign in first"))
-    position = await anyio.to_thread.run_sync(_position, hub, start)
+    position, restarted = await anyio.to_thread.run_sync(_position, hub, start)
     cookies, authorization = dict(request.cookies), request.headers.get("authorization")
 
     def still_signed_in() -> bool:
@@ -137,6 +140,8 @@ async def stream(request: Request) -> Response:
         checked_at = anyio.current_time()
         try:
             yield ServerSentEvent(comment="attached")
+            if restarted:  # the page's position is from another timeline: it reloads (ui.js)
+                yield ServerSentEvent(event="restart", id=str(position), data=json.dumps({"position": position}))
             while True:
                 waiter[1].clear()
                 # The credential is checked again at least every RECHECK_SECONDS: a revoked token

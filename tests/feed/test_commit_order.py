@@ -231,3 +231,25 @@ def test_the_offset_passes_the_largest_id_whichever_row_holds_it(pg_hub: Hub, ho
     assert _append(pg_hub, project_id, "after") > restored
     with pg_hub.db.write() as s:
         assert sessions.emit(s, pg_hub.clock, agent_id, None, "wake", {"content": "x"}) > restored
+
+
+def test_an_id_committed_behind_an_open_transaction_is_not_taken_for_another_timeline(pg_hub: Hub) -> None:
+    """A review: ``ahead`` compared with the readers' horizon (``xmin``), and an id committed while
+    an older transaction was open is above it and handed out at once (``question_post``'s
+    ``seq``): ``inbox_wait(since=seq)`` was refused as a position from a restore. Every
+    committed id is below ``xmax``."""
+    import psycopg
+
+    from switchboard.inbox import items as inbox
+    from tests.services import _libpq_url
+
+    agent_id, project_id, grants = _world(pg_hub)
+    with psycopg.connect(_libpq_url(pg_hub.settings.database_url)) as older:
+        older.execute("SELECT pg_current_xact_id()")  # a writer that began first, still open
+        given = _append(pg_hub, project_id, "committed behind it")
+        with pg_hub.db.write() as s:
+            assert not feed.ahead(s, given)
+            assert _read(pg_hub, agent_id, grants, since=given)["events"] == []
+            assert inbox.read(s, agent_id, since=given)["items"] == []
+            assert feed.ahead(s, given + 2**40)
+        older.rollback()

@@ -379,9 +379,12 @@ async def test_a_last_event_id_past_every_id_given_starts_a_new_stream(live: Liv
     """A ``Last-Event-ID`` from another timeline (the adapter kept it across a restore of an older
     backup, or across migration 0022 of an emptied table) is past every id this database has
     given: read after it, every new wake was skipped until the ids caught up. The stream starts
-    as a new one instead, and the next wake arrives."""
+    as a new one instead, with a ``restart`` event whose id is the new position (the adapter
+    keeps it as its ``Last-Event-ID``), and the next wake arrives."""
     async with open_stream(live, last="1000000") as stream:
         assert await stream.line() == ": attached session=ses_test"
+        restart = await stream.event()  # the client's position becomes this timeline's
+        assert restart["event"] == "restart" and int(restart["id"]) == restart["data"]["position"] < 1000000
         first = emit(live, "ses_test", "after the restore")
         assert first < 1000000
         assert (await stream.event())["id"] == str(first)

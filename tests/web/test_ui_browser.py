@@ -144,6 +144,43 @@ def test_the_feed_updates_live_after_a_webhook(browser: Any, live: LiveApp, shot
     page.screenshot(path=str(shots / "feed.png"), full_page=True)
 
 
+def test_a_feed_page_from_before_a_restore_reloads_and_goes_live(browser: Any, live: LiveApp) -> None:
+    """A page left open while the hub's database was restored from an older backup holds a
+    position past every feed id given: the stream answers ``event: restart`` and the page
+    reloads, then updates live again (before, it showed "live" and ignored every nudge below
+    its position). The first load is served with ``data-since`` 1,000,000, as that page had."""
+    import re
+
+    from playwright.sync_api import Error as PlaywrightError
+
+    own(live)
+    linked_issue(live, number=490)
+    page = _sign_in(browser, live)
+    stale: list[str] = []
+
+    def from_before_the_restore(route: Any) -> None:
+        if stale:
+            route.continue_()
+            return
+        response = route.fetch()
+        stale.append(response.url)
+        route.fulfill(response=response, body=re.sub(r'data-since="\d+"', 'data-since="1000000"', response.text()))
+
+    page.route(f"{live.url}/ui/feed", from_before_the_restore)
+    page.goto(f"{live.url}/ui/feed")
+    for _ in range(150):  # until the reload has rendered the page again (evaluate fails while it navigates)
+        try:
+            if page.evaluate("document.getElementById('feed').dataset.since") != "1000000":
+                break
+        except PlaywrightError:
+            pass
+        page.wait_for_timeout(100)
+    page.wait_for_selector("#feed-status[data-live=on]")
+    assert stale and page.evaluate("performance.getEntriesByType('navigation')[0].type") == "reload"
+    linked_issue(live, number=491)
+    page.wait_for_selector("#feed li.new >> text=todo.created")
+
+
 def test_screenshots_of_todos_sources_and_agents(browser: Any, live: LiveApp, shots: Path) -> None:
     own(live)
     delivery = linked_issue(live, number=7)

@@ -31,6 +31,8 @@
     source.onopen = function () { status.textContent = "live"; status.dataset.live = "on"; };
     source.onerror = function () { status.textContent = "reconnecting…"; status.dataset.live = "off"; };
     source.addEventListener("feed", function (e) { if (Number(e.lastEventId) > shown) { pull(); } });
+    // The page's position is from another timeline (the hub's database was restored): start again.
+    source.addEventListener("restart", function () { source.close(); window.location.reload(); });
   }
   Array.prototype.forEach.call(document.querySelectorAll("button[data-copy]"), function (button) {
     button.hidden = false;
