@@ -146,7 +146,7 @@ class Bridge:
     Attributes:
         session_id: this adapter's session at the hub (``ses_`` + random), sent on every request.
         handlers: SSE event kind → async handler of its JSON data; ``wake`` and ``doorbell`` are
-            pushed to Claude Code as channel notifications.
+            pushed to Claude Code as channel notifications; ``restart`` is logged.
         last_event_id: the id of the last event handled (the resume point).
     """
 
@@ -162,7 +162,7 @@ class Bridge:
         self.session_ready = anyio.Event()
         self.last_event_id: str | None = None
         self.handlers: dict[str, EventHandler] = {"wake": self.push_channel, "doorbell": self.push_channel,
-                                                  "unauthenticated": self.token_revoked}
+                                                  "unauthenticated": self.token_revoked, "restart": self.restarted}
         self._refused_logged_at: float | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -251,6 +251,13 @@ class Bridge:
                 log.warning("agent stream to %s lost (%s); reconnecting in %.0f s",
                             self.url, type(failure).__name__, max(delay, 1))
             await anyio.sleep(delay)
+
+    async def restarted(self, event: dict[str, Any]) -> None:
+        """The hub had never given this stream's ``Last-Event-ID`` (its database was restored, or
+        migrated past pruned ids): it resumes from the position the event's id names (kept as
+        :attr:`last_event_id`). Wakes still in its ledger for this session may come again."""
+        log.warning("the hub did not know this stream's position %s (was its database restored?); resumed "
+                    "from event %s", self.last_event_id, event.get("position"))
 
     async def token_revoked(self, event: dict[str, Any]) -> None:
         """The hub ended the stream because this adapter's token was revoked (issue 13 item 3):

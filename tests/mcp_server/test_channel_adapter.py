@@ -410,3 +410,39 @@ async def test_answers_that_are_not_the_hubs_are_named_as_such_and_not_passed_on
     finally:
         other.shutdown()
         other.server_close()
+
+
+async def test_wakes_go_on_after_the_hub_is_restored_from_an_older_backup(world: World, tmp_path: Path) -> None:
+    """The adapter outlives a restore: its ``Last-Event-ID`` is past every id the restored
+    database has given, and the wakes after the restore get ids below it. The hub answers
+    ``event: restart`` with the new position, and the next wake arrives (before, every wake
+    was skipped until the ids caught up). A real ``switchboard backup``, restore and
+    ``migrate``, as the README says."""
+    env = cli_env(world.settings.home, SWITCHBOARD_LOG_LEVEL="INFO")
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    server = start_serve(env, port, log_path)
+    database = Path(world.settings.database_url.split("///", 1)[1])
+    try:
+        listener = ChannelListener()
+        async with connect("stdio", server.url, world.token, extensions=[listener]) as agent:
+            await anyio.to_thread.run_sync(lambda: wait_for(lambda: server.log().count("agent stream attached") == 1))
+            cli(env, "backup", str(tmp_path / "older.db"))
+            for n in range(3):  # wakes after the backup: the adapter's position moves past its ids
+                made = cli(env, "todo", "add", "--project", "acme", "--title", f"After the backup {n}", "--queue", "q")
+                assert (await listener.next_wake(timeout=10)).meta["todo_id"] == made["id"]
+                await agent.ok("todo_claim", {"todo_id": made["id"]})
+
+            stop(server.proc)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{database}{suffix}").unlink(missing_ok=True)
+            database.write_bytes((tmp_path / "older.db").read_bytes())
+            cli(env, "migrate")
+            server = start_serve(env, port, log_path)
+            await anyio.to_thread.run_sync(lambda: wait_for(lambda: server.log().count("agent stream attached") >= 2,
+                                                            timeout=30))
+            after = cli(env, "todo", "add", "--project", "acme", "--title", "After the restore", "--queue", "q")
+            assert (await listener.next_wake(timeout=10)).meta["todo_id"] == after["id"]
+            assert "starting afresh" in server.log()
+    finally:
+        stop(server.proc)
