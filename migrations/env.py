@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
+from switchboard.feed.events import align_ids
 from switchboard.models import metadata
+
+log = logging.getLogger("switchboard.db")
 
 config = context.config
 target_metadata = metadata
@@ -46,6 +51,19 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
     )
     with context.begin_transaction():
         context.run_migrations()
+        # At head on PostgreSQL, in the same transaction: new event ids ahead of the ones the
+        # database holds (a dump restored into another cluster; migration 0023).
+        if connection.dialect.name == "postgresql" and context.get_context().get_current_revision() == _head():
+            raised = align_ids(connection)
+            if raised is not None:
+                log.warning("event ids were behind the ones this database holds (a restore?): "
+                            "transaction id offset raised to %d", raised)
+
+
+def _head() -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 if context.is_offline_mode():

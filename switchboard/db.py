@@ -424,22 +424,12 @@ def alembic_config(settings: Settings) -> Any:
 
 
 def upgrade(settings: Settings) -> None:
-    """Apply every migration up to head (``switchboard init`` and ``serve`` start-up), then, on
-    PostgreSQL, keep new event ids ahead of restored ones (:func:`switchboard.feed.events.align_ids`)."""
+    """Apply every migration up to head (``switchboard init`` and ``serve`` start-up); at head on
+    PostgreSQL the same transaction keeps new event ids ahead of restored ones
+    (``migrations/env.py``, :func:`switchboard.feed.events.align_ids`)."""
     from alembic import command
 
-    from switchboard.feed.events import align_ids
     from switchboard.instance import secure
 
     secure(settings)  # folder 0700, database files 0600 (issue 13 item 5)
     command.upgrade(alembic_config(settings), "head")
-    if settings.database_url.startswith("postgresql"):
-        engine = sa.create_engine(settings.database_url, poolclass=sa.pool.NullPool)
-        try:
-            with engine.begin() as connection:
-                raised = align_ids(connection)
-        finally:
-            engine.dispose()
-        if raised is not None:
-            log.warning("event ids were behind the ones this database holds (a restore?): "
-                        "transaction id offset raised to %d", raised)

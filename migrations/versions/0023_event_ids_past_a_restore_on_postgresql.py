@@ -8,8 +8,9 @@ got a smaller id than the restored ones, so every cursor and ``Last-Event-ID`` k
 skipped it, and the restored events stood above the readers' horizon, unread.
 
 Both sides now add ``switchboard_xid_offset()`` to the transaction id: a SQL function holding
-one constant (0 here), which the planner inlines. ``switchboard.db.upgrade`` (``switchboard
-migrate``, and ``serve``, ``worker`` and ``init`` at start-up) raises it past the largest feed
+one constant (0 here), which the planner inlines. The migration environment at head
+(``migrations/env.py``: ``switchboard migrate``, ``serve``, ``worker`` and ``init`` at start-up,
+``alembic upgrade head``) raises it past the largest feed
 or agent event id any row holds when that is ahead of the transaction ids
 (``switchboard.feed.events.align_ids``). SQLite is not concerned (migration 0022).
 

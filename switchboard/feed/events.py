@@ -100,6 +100,9 @@ _POSITIONS = (("feed_events", "id"), ("agent_events", "id"), ("agent_cursors", "
               ("subscriptions", "seed_event_id"), ("inbox_items", "seq"), ("inbox_items", "resolved_event_id"))
 #: ``pg_advisory_xact_lock`` key of :func:`align_ids` (two processes starting at once).
 _ALIGN_LOCK = 0x5B_FEED_1D
+#: What :func:`align_ids` reads, in one statement: the largest id held, xmin, the offset.
+_ALIGN_READ = ("SELECT coalesce(greatest(" + ", ".join(f"(SELECT max({c}) FROM {t})" for t, c in _POSITIONS)
+               + "), 0), pg_snapshot_xmin(pg_current_snapshot())::text::bigint, switchboard_xid_offset()")
 
 
 def settled(position: Any, session: Session) -> Any:
@@ -179,8 +182,9 @@ def align_ids(connection: sa.Connection) -> int | None:
     readers' horizon, unread. When the largest id any row holds (events, cursors, subscription
     seeds, inbox items) is at or past ``(oldest running transaction id + offset) << 16``, the offset
     (``switchboard_xid_offset()``, migration 0023) is raised just past it. It never goes down.
-    Run by :func:`switchboard.db.upgrade` (``migrate``, and ``serve``, ``worker`` and ``init``
-    at start-up); commits with ``connection``'s transaction.
+    Run by the migration environment at head (``migrations/env.py``: ``switchboard migrate``,
+    ``serve``, ``worker`` and ``init`` at start-up, a plain ``alembic upgrade head``), in its
+    transaction.
 
     Args:
         connection: a connection in a transaction, at schema head.
@@ -192,13 +196,10 @@ def align_ids(connection: sa.Connection) -> int | None:
     if connection.dialect.name != "postgresql":
         return None
     connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_ALIGN_LOCK})")
-    largest = max(connection.exec_driver_sql(f"SELECT max({column}) FROM {table}").scalar() or 0
-                  for table, column in _POSITIONS)
     # The oldest transaction still running, not this one: a writer that began before this raise
     # and inserts after it must get an id above the restored ones too (a review: with this
     # transaction's own id, such a writer's event went below them, or collided with one).
-    xmin, offset = connection.exec_driver_sql(
-        "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, switchboard_xid_offset()").one()
+    largest, xmin, offset = connection.exec_driver_sql(_ALIGN_READ).one()
     if xmin + offset > largest >> 16:
         return None
     raised = (largest >> 16) + 1 - xmin

@@ -146,7 +146,7 @@ def test_sqlite_reads_are_unchanged(tmp_path: Path) -> None:
 def test_a_dump_restored_into_a_younger_cluster_keeps_new_ids_ahead(pg_hub: Hub) -> None:
     """A restore (``pg_restore`` into another cluster) brings ids made from that cluster's
     transaction ids, here a million transactions ahead of this one's. ``switchboard migrate``
-    (``db.upgrade``) raises the id offset (migration 0023): the restored event is read, and a
+    (``db.upgrade``, the migration environment at head) raises the id offset (migration 0023): the restored event is read, and a
     new event gets a larger id, read from the cursor that passed the restored one. Without
     it the restored event stayed above every reader's horizon and new events went below it."""
     from sqlalchemy import insert, text
