@@ -9,6 +9,7 @@ worker threads for milliseconds; the wait itself is on the event loop.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ MAX_SECONDS = 60
 RECHECK_SECONDS = 2.0
 
 
-def poll(hub: Hub, agent_id: str, since: int | None) -> dict[str, Any]:
+def poll(hub: Hub, agent_id: str, since: int | None, *, vetted: bool = False) -> dict[str, Any]:
     """The agent's items resolved after ``since``, or after its stored ``inbox`` cursor.
 
     Without ``since`` the cursor advances past what is returned, in the same transaction
@@ -36,12 +37,17 @@ def poll(hub: Hub, agent_id: str, since: int | None) -> dict[str, Any]:
         ``{resolved: [item view, ...], next_since}``; ``next_since`` is the last resolution's
         feed position, or the starting position when nothing resolved.
 
+    Args:
+        vetted: ``since`` was checked against :func:`switchboard.feed.events.refuse_ahead`
+            already (by an earlier poll of the same :func:`wait`).
+
     Raises:
         InvalidArgument: ``since`` past every feed id given (:func:`switchboard.feed.events.refuse_ahead`).
     """
     if since is not None:
         with hub.db.read() as s:
-            refuse_ahead(s, since)
+            if not vetted:
+                refuse_ahead(s, since)
             rows = inbox.resolved_after(s, agent_id, since)
             return {"resolved": [inbox.view(i) for i in rows],
                     "next_since": int(rows[-1].resolved_event_id or 0) if rows else since}
@@ -67,10 +73,12 @@ async def wait(hub: Hub, agent_id: str, wait_seconds: float = DEFAULT_SECONDS,
     """
     deadline = time.monotonic() + wait_seconds
     waiter = hub.inbox_waiters.register(agent_id)
+    vetted = False  # ``since`` is checked once, by the first poll
     try:
         while True:
             waiter[1].clear()
-            result = await anyio.to_thread.run_sync(poll, hub, agent_id, since)
+            result = await anyio.to_thread.run_sync(functools.partial(poll, hub, agent_id, since, vetted=vetted))
+            vetted = True
             remaining = deadline - time.monotonic()
             if result["resolved"] or remaining <= 0:
                 result["timed_out"] = not result["resolved"]

@@ -107,6 +107,8 @@ def test_positions_past_every_id_given_are_told_apart_and_reads_refuse_them(
     a restore of an older backup): ``feed_read``, ``inbox_read`` and ``inbox_wait`` refuse it as
     ``since`` or ``cursor`` (read after it, every new event was skipped until the ids caught up);
     every id given, and 0, still reads."""
+    import anyio
+
     from switchboard.errors import InvalidArgument
     from switchboard.inbox import items as inbox
     from switchboard.inbox import waiting
@@ -133,4 +135,6 @@ def test_positions_past_every_id_given_are_told_apart_and_reads_refuse_them(
                     call()
         with pytest.raises(InvalidArgument, match="past every feed event id"):
             waiting.poll(hub, world.agent_id, beyond)
+        with pytest.raises(InvalidArgument, match="past every feed event id"):  # inbox_wait: its first poll
+            anyio.run(waiting.wait, hub, world.agent_id, 0.5, beyond)
         assert waiting.poll(hub, world.agent_id, given[-1])["resolved"] == []
