@@ -16,8 +16,8 @@ the largest id kept. A feed counter is then raised to the largest feed id any ro
 to (cursors, subscription seeds, inbox items), in case the feed was emptied before this
 migration. No row holds agent-event ids: those given and pruned before this migration can be
 given once more, and a stream resumed past every id given starts afresh
-(``switchboard.feed.events.ahead``). PostgreSQL's ids come from transaction ids (migration 0014) and never go back
-within a cluster: nothing changes there.
+(``switchboard.feed.events.ahead``). PostgreSQL's ids come from transaction ids (migration
+0014) and never go back within a cluster: nothing changes there.
 
 Revision ID: 0022
 Revises: 0021
@@ -40,12 +40,16 @@ _FEED_POSITIONS = ("SELECT max(id) FROM feed_events", "SELECT max(position) FROM
                    "SELECT max(resolved_event_id) FROM inbox_items")
 
 
+def _rebuild(autoincrement: bool) -> None:
+    for table in _TABLES:
+        with op.batch_alter_table(table, recreate="always", table_kwargs={"sqlite_autoincrement": autoincrement}):
+            pass
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return
-    for table in _TABLES:
-        with op.batch_alter_table(table, recreate="always", table_kwargs={"sqlite_autoincrement": True}):
-            pass
+    _rebuild(True)
     floor = max((op.get_bind().exec_driver_sql(q).scalar() or 0) for q in _FEED_POSITIONS)
     # The rebuild's copy left a row for each table that had any; a table copied empty has none.
     op.execute("DELETE FROM sqlite_sequence WHERE name = 'feed_events'")
@@ -55,6 +59,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name != "sqlite":
         return
-    for table in _TABLES:
-        with op.batch_alter_table(table, recreate="always", table_kwargs={"sqlite_autoincrement": False}):
-            pass
+    _rebuild(False)

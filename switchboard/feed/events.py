@@ -86,15 +86,20 @@ _RECORD_COLUMNS = ("project_id", "kind", "title", "subject_id", "data", "created
 _RECORD = Prepared(insert(FEED).values({c: sa.bindparam(c, type_=FEED.c[c].type) for c in _RECORD_COLUMNS}),
                    writes_feed=True)
 
-#: PostgreSQL: the smallest feed position a transaction still running (or starting later) can
-#: write; migration 0014 makes every new id ``((transaction id + offset) << 16) | n``, the
-#: offset (migration 0023) a constant function that :func:`align_ids` raises after a restore.
-_PG_HORIZON = sa.literal_column(
-    "((pg_snapshot_xmin(pg_current_snapshot())::text::bigint + switchboard_xid_offset()) << 16)")
-#: PostgreSQL: no committed transaction's event id is this large (``xmax``: the first transaction
-#: id not yet given when the snapshot was taken).
-_PG_GIVEN = sa.literal_column(
-    "((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + switchboard_xid_offset()) << 16)")
+
+def _pg_position_of(bound: str) -> Any:
+    """PostgreSQL: the first event id of the transaction id ``pg_snapshot_<bound>`` of the current
+    snapshot; migration 0014 makes every new id ``((transaction id + offset) << 16) | n``, the
+    offset (migration 0023) a constant function that :func:`align_ids` raises after a restore."""
+    return sa.literal_column(
+        f"((pg_snapshot_{bound}(pg_current_snapshot())::text::bigint + switchboard_xid_offset()) << 16)")
+
+
+#: The smallest position a transaction still running (or starting later) can write.
+_PG_HORIZON = _pg_position_of("xmin")
+#: No committed transaction's event id is this large (``xmax``: the first transaction id not
+#: yet given when the snapshot was taken).
+_PG_GIVEN = _pg_position_of("xmax")
 #: Every column that holds feed or agent event ids (positions, DESIGN.md §6.4, §6.5a, §6.7).
 _POSITIONS = (("feed_events", "id"), ("agent_events", "id"), ("agent_cursors", "position"),
               ("subscriptions", "seed_event_id"), ("inbox_items", "seq"), ("inbox_items", "resolved_event_id"))
