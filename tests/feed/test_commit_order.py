@@ -13,6 +13,7 @@ import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,25 +144,40 @@ def test_sqlite_reads_are_unchanged(tmp_path: Path) -> None:
         hub.close()
 
 
+def _restored_id(session: Any, n: int = 0) -> int:
+    """An event id as a cluster a million transactions ahead of this one made it (a restored dump)."""
+    from sqlalchemy import text
+
+    xid = int(session.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
+    return ((xid + 1_000_000) << 16) | n
+
+
+def _restored_event(hub: Hub, project_id: str) -> int:
+    """A feed event with :func:`_restored_id`, titled ``restored``; its id."""
+    from sqlalchemy import insert
+
+    from switchboard.models import FeedEvent
+
+    with hub.db.write() as s:
+        restored = _restored_id(s)
+        s.execute(insert(FeedEvent).values(id=restored, project_id=project_id, kind="todo.created",
+                                           title="restored", created_at=hub.clock.now()))
+    return restored
+
+
 def test_a_dump_restored_into_a_younger_cluster_keeps_new_ids_ahead(pg_hub: Hub) -> None:
     """A restore (``pg_restore`` into another cluster) brings ids made from that cluster's
     transaction ids, here a million transactions ahead of this one's. ``switchboard migrate``
-    (``db.upgrade``, the migration environment at head) raises the id offset (migration 0023): the restored event is read, and a
-    new event gets a larger id, read from the cursor that passed the restored one. Without
+    (``db.upgrade``, the migration environment at head) raises the id offset (migration 0023):
+    the restored event is read, and a new event gets a larger id, read from the cursor that
+    passed the restored one. Without
     it the restored event stayed above every reader's horizon and new events went below it."""
-    from sqlalchemy import insert, text
-
-    from switchboard.models import FeedEvent
     from switchboard.notify import sessions
 
     agent_id, project_id, grants = _world(pg_hub)
     for _ in range(6):  # psycopg prepares the reads from the fifth run: they must see the new offset
         assert _read(pg_hub, agent_id, grants)["events"] == []
-    with pg_hub.db.write() as s:
-        xid = int(s.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
-        restored = (xid + 1_000_000) << 16
-        s.execute(insert(FeedEvent).values(id=restored, project_id=project_id, kind="todo.created",
-                                           title="restored", created_at=pg_hub.clock.now()))
+    restored = _restored_event(pg_hub, project_id)
     upgrade(pg_hub.settings)
 
     assert [e["id"] for e in _read(pg_hub, agent_id, grants)["events"]] == [restored]
@@ -180,18 +196,12 @@ def test_a_writer_open_while_the_offset_is_raised_still_writes_above_the_restore
     (an event lost behind the cursor, or a duplicate key). The offset now starts from the
     oldest running transaction."""
     import psycopg
-    from sqlalchemy import insert, text
 
-    from switchboard.models import FeedEvent
     from tests.services import _libpq_url
 
     agent_id, project_id, grants = _world(pg_hub)
     assert _read(pg_hub, agent_id, grants)["events"] == []
-    with pg_hub.db.write() as s:
-        xid = int(s.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
-        restored = (xid + 1_000_000) << 16
-        s.execute(insert(FeedEvent).values(id=restored, project_id=project_id, kind="todo.created",
-                                           title="restored", created_at=pg_hub.clock.now()))
+    restored = _restored_event(pg_hub, project_id)
     assert [e["id"] for e in _read(pg_hub, agent_id, grants)["events"]] == []  # above the horizon: unread
     with psycopg.connect(_libpq_url(pg_hub.settings.database_url)) as writer:
         writer.execute("SELECT pg_current_xact_id()")  # a worker mid-job: its transaction began first
@@ -214,8 +224,7 @@ def test_the_offset_passes_the_largest_id_whichever_row_holds_it(pg_hub: Hub, ho
 
     agent_id, project_id, grants = _world(pg_hub)
     with pg_hub.db.write() as s:
-        xid = int(s.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
-        restored = ((xid + 1_000_000) << 16) | 7
+        restored = _restored_id(s, 7)
         row = {"a": agent_id, "p": project_id, "r": restored, "t": pg_hub.clock.now()}
         s.execute(text({
             "agent_events": "INSERT INTO agent_events (id, agent_id, kind, created_at) VALUES (:r, :a, 'wake', :t)",
