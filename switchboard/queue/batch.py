@@ -164,14 +164,13 @@ def _ids_in(table: Any, *columns: Any) -> Any:
 
 
 _STILL_COLUMNS = (DELIVERIES.c.id, DELIVERIES.c.released_by, DELIVERIES.c.released_at)
+# The key, not the status index, finds the rows (``by_key_only``: SQLite read every received
+# delivery through ix_deliveries_status_received_at for each batch).
+_STILL = _ids_in(DELIVERIES, *_STILL_COLUMNS).where(by_key_only(DELIVERIES.c.status) == "received")
 _STILL_RECEIVED = {
     # True: SQLite (its one writer excludes the others); False: PostgreSQL, rows locked.
-    # The key, not the status index, finds the rows (``by_key_only``: SQLite read every received
-    # delivery through ix_deliveries_status_received_at for each batch).
-    True: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(by_key_only(DELIVERIES.c.status) == "received"),
-                   _STILL_COLUMNS, "b_ids"),
-    False: Prepared(_ids_in(DELIVERIES, *_STILL_COLUMNS).where(by_key_only(DELIVERIES.c.status) == "received")
-                    .with_for_update(skip_locked=True), _STILL_COLUMNS, "b_ids"),
+    True: Prepared(_STILL, _STILL_COLUMNS, "b_ids"),
+    False: Prepared(_STILL.with_for_update(skip_locked=True), _STILL_COLUMNS, "b_ids"),
 }
 _READ_COLUMNS = (DELIVERIES.c.id, DELIVERIES.c.source_id, DELIVERIES.c.project_id, DELIVERIES.c.received_at,
                  DELIVERIES.c.released_by, DELIVERIES.c.released_at, DELIVERIES.c.status, DELIVERIES.c.raw_body,
