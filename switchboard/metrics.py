@@ -98,7 +98,6 @@ def observe(name: str, args: tuple[Any, ...]) -> None:
     _FORWARDED[name](*args)
 
 
-_providers: dict[str, str] = {}  # source id -> provider, for refusals (which know only the id)
 _HTTP_REFUSALS = {401: "unverified", 413: "too_large", 400: "malformed"}
 
 
@@ -111,7 +110,6 @@ def delivery_outcome(provider: str, outcome: str) -> None:
 
 def delivery_accepted(source: Any, duplicate: bool = False) -> None:
     """Count an accepted (stored) or duplicate delivery for ``source`` (a ``Source`` row)."""
-    _providers[source.id] = source.provider
     delivery_outcome(source.provider, "duplicate" if duplicate else "accepted")
 
 
@@ -131,20 +129,12 @@ def delivery_refused(hub: Hub, source_id: str, status: int, reason: str) -> None
     outcome = _HTTP_REFUSALS.get(status)
     if outcome is None and reason != "source_unconfigured":
         return  # 404 unknown source, 503 database down: not a refusal by a source
-    provider = _providers.get(source_id)
+    # No I/O: this runs on the event loop (issue 11). The guard and the receiver load a source
+    # into the source cache before they can refuse one of its deliveries, so a refusal of a
+    # source that exists always finds its provider there.
+    provider = hub.source_cache.provider_of(source_id)
     if provider is None:
-        from switchboard.models import Source
-
-        try:
-            with hub.db.read() as s:
-                row = s.get(Source, source_id)
-        except Exception:  # noqa: BLE001 - counting must never turn a 4xx into a 5xx
-            return
-        if row is None:
-            return
-        if len(_providers) > 100_000:
-            _providers.clear()
-        provider = _providers[source_id] = row.provider
+        return  # not a source this process knows (an unknown id is never tallied)
     if outcome is not None:
         delivery_outcome(provider, outcome)
     hub.refusals.note(source_id, reason, hub.clock.now())

@@ -103,6 +103,38 @@ def test_metrics_count_every_delivery_outcome_and_read_state_from_the_database(s
     assert ("switchboard_vault_fetches_total", ()) in after
 
 
+def test_refusals_are_counted_with_no_database_read_on_the_event_loop(small_live: LiveApp) -> None:
+    # Issue 11: the loop never waits on the database. A source's first refusals (nothing of it
+    # accepted yet) read its provider on the loop before; the source cache now knows it.
+    live, secret = small_live, small_live.world.secret
+    on_loop: list[str] = []
+    read = live.hub.db.read
+
+    def watched_read(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if asyncio_running():
+            on_loop.append("read")
+        return read(*args, **kwargs)
+
+    live.hub.db.read = watched_read  # type: ignore[method-assign]
+    before = scrape(live.url)
+    body = _issue()
+    assert live.post_hook(body, {**github_headers(body, secret), "X-Hub-Signature-256": "sha256=" + "0" * 64}) \
+        .status_code == 401
+    big = b'{"pad": "' + b"x" * 100_000 + b'"}'
+    assert live.post_hook(big, github_headers(big, secret)).status_code == 413  # the guard's refusal
+    after = scrape(live.url)
+    assert deliveries(after, "unverified") - deliveries(before, "unverified") == 1
+    assert deliveries(after, "too_large") - deliveries(before, "too_large") == 1
+    assert on_loop == []
+
+
+def asyncio_running() -> bool:
+    """True in a thread whose asyncio event loop is running (the server's loop thread)."""
+    import asyncio
+
+    return asyncio._get_running_loop() is not None  # noqa: SLF001 - the only public form raises
+
+
 def test_metrics_token_is_required_when_set(tmp_path: Path) -> None:
     token = "m3tr1cs-t0ken-for-tests"
     settings = Settings(home=tmp_path / "instance", metrics_token=token)

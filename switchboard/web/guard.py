@@ -13,7 +13,9 @@ route cannot skip it (issue 13 items 2 and 8):
 3. The body must arrive within ``body_timeout_seconds`` of the request's headers, else 408: the
    server protocol enforces it (:mod:`switchboard.web.server_protocol`, one timer per
    connection), so a body trickled a byte a second holds nothing for long.
-4. ``/hooks/<source_id>``: at most ``source_body_concurrency`` bodies are read at once for one
+4. ``/hooks/<source_id>``: a URL that names no enabled source is answered 404 before its body
+   is read (the receiver's answer, from the source cache, read in a worker thread on a miss),
+   so it holds no place; at most ``source_body_concurrency`` bodies are read at once for one
    source before verification (and eight times that over all sources); more get 429 with
    ``Retry-After``, so whoever knows a source URL cannot hold ``n × 25 MiB``.
 
@@ -31,7 +33,8 @@ from typing import TYPE_CHECKING
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from switchboard.errors import PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
+from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
+from switchboard.web.ingest import NO_SUCH_SOURCE, known_source
 from switchboard.web.problems import from_error
 
 if TYPE_CHECKING:
@@ -126,10 +129,20 @@ class RequestGuard:
         await self.app(scope, receive, send)
 
     async def _hook(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
-        source = path[len("/hooks/"):].strip("/")[:100]
+        if scope.get("method") not in BODY_METHODS:
+            await self.app(scope, receive, send)  # no body is read for these: the route answers 405
+            return
+        source = path[len("/hooks/"):].strip("/")
+        # Only a URL naming an enabled source takes a place: slow bodies sent to made-up ids held
+        # every place of the total and refused the real sources' deliveries 429 (a review, 128
+        # connections). The answer is the receiver's 404, before the body is read.
+        if await known_source(self.hub, source) is None:
+            await _refuse(NotFound(NO_SUCH_SOURCE), scope, receive, send)
+            return
         cap = self.settings.source_body_concurrency
         if self._reading[source] >= cap or self._total >= 8 * cap:
-            await _refuse(RateLimited("too many deliveries are being received for this source; retry shortly"),
+            whose = "this source" if self._reading[source] >= cap else "all sources"
+            await _refuse(RateLimited(f"too many deliveries are being received for {whose}; retry shortly"),
                           scope, receive, send)
             return
         self._reading[source] += 1

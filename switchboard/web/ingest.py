@@ -22,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue as stdqueue
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import sqlalchemy as sa
 
 from switchboard import admin
@@ -44,6 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
+SOURCE_ID = re.compile(r"src_[a-z2-7]{10,60}")
+"""The shape of a source id in a hook URL (``new_id("src", 16)``; DESIGN.md §1); anything else
+is an unknown source without a look-up."""
+NO_SUCH_SOURCE = "no such source"
+"""The 404's detail for every hook URL that names no enabled source (guard and receiver alike)."""
 MAX_BATCH = 256
 """Deliveries per write transaction at most (one commit, one fsync on PostgreSQL)."""
 
@@ -80,6 +87,14 @@ class SourceCache:
         self.hub = hub
         self._entries: dict[str, CachedSource] = {}
         self._stamp = -1
+        # Source id -> provider of every source this process loaded; kept across invalidations
+        # (a source's provider never changes), bounded like the refusal tally.
+        self._providers: dict[str, str] = {}
+
+    def provider_of(self, source_id: str) -> str | None:
+        """The provider of a source this process has loaded, else ``None`` (no I/O: safe on
+        the loop; the refusal counters use it, :func:`switchboard.metrics.delivery_refused`)."""
+        return self._providers.get(source_id)
 
     def peek(self, source_id: str, now: datetime) -> CachedSource | None:
         """The cached entry if present and not past a secret's expiry (no I/O: safe on the loop)."""
@@ -107,6 +122,9 @@ class SourceCache:
                 SourceSecret.expires_at > now)).scalars().all()  # type: ignore[operator]
             s.expunge(source)
         entry = CachedSource(source, tuple(secrets), min(expiries) if expiries else None, stamp)
+        if len(self._providers) > 100_000:
+            self._providers.clear()
+        self._providers[source_id] = source.provider
         if stamp != self._stamp:
             # Everything read under an older stamp may be stale: start afresh.
             self._entries = {}
@@ -117,6 +135,22 @@ class SourceCache:
     def invalidate(self) -> None:
         """Forget every entry (the writer saw the stamp move)."""
         self._entries = {}
+
+
+async def known_source(hub: Hub, source_id: str, fresh: bool = False) -> CachedSource | None:
+    """The enabled source a hook URL names, from the cache or read in a worker thread on a
+    miss (never on the loop); ``None`` for an id of the wrong shape, an unknown or a disabled
+    source (one answer for all three: no existence oracle, DESIGN.md §5).
+
+    Args:
+        fresh: skip the cache (re-verifying against rows read now).
+    """
+    if not SOURCE_ID.fullmatch(source_id):
+        return None
+    entry = None if fresh else hub.source_cache.peek(source_id, hub.clock.now())
+    if entry is None:
+        entry = await anyio.to_thread.run_sync(hub.source_cache.load, source_id)
+    return entry
 
 
 STALE = "stale"

@@ -39,14 +39,13 @@ from switchboard.errors import (
 )
 from switchboard.models.base import new_id
 from switchboard.sources import Envelope, SourceOptions, adapter_for
-from switchboard.web.ingest import STALE, CachedSource, read_stamp
+from switchboard.web.ingest import NO_SUCH_SOURCE, STALE, CachedSource, known_source, read_stamp
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
     from switchboard.hub import Hub
 
 log = logging.getLogger(__name__)
-_SOURCE_ID = re.compile(r"src_[a-z2-7]{10,60}")
 _REDACT = ("signature", "authorization", "token", "secret", "cookie", "api-key", "apikey")
 # Headers that verification, dedup or routing read: sent twice, two parsers (a proxy and us)
 # could pick different ones, so a repeat is refused rather than guessed: 401 for a credential
@@ -126,11 +125,9 @@ def accepted(hub: Hub, source: Any, adapter: Any, envelope: Envelope | None, del
 
 async def _source(hub: Hub, source_id: str, fresh: bool = False) -> CachedSource:
     """The cached source (read in a worker thread on a miss, never on the loop). Raises NotFound."""
-    entry = None if fresh else hub.source_cache.peek(source_id, hub.clock.now())
+    entry = await known_source(hub, source_id, fresh)
     if entry is None:
-        entry = await anyio.to_thread.run_sync(hub.source_cache.load, source_id)
-    if entry is None:
-        raise NotFound("no such source")
+        raise NotFound(NO_SUCH_SOURCE)
     return entry
 
 
@@ -146,8 +143,6 @@ def _verify(hub: Hub, adapter: Any, entry: CachedSource, body: bytes, headers: d
 
 
 async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
-    if not _SOURCE_ID.fullmatch(source_id):
-        raise NotFound("no such source")
     entry = await _source(hub, source_id)
     declared = request.headers.get("content-length")
     if declared is not None and not declared.strip().isdigit():

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -227,12 +229,34 @@ class HeaderTimeoutProtocol(H11Protocol):
             self.transport.abort_linger()  # type: ignore[attr-defined]
 
     def _send_408(self) -> None:
-        body = json.dumps(problem_body(408, "request_timeout", "the request body did not arrive in time")).encode()
+        self._send_problem(408, "request_timeout", "the request body did not arrive in time")
+
+    def send_400_response(self, msg: str) -> None:
+        """What uvicorn answers a request h11 cannot parse (a bad request line, header line,
+        ``Content-Length`` or chunk size, a ``Transfer-Encoding`` other than ``chunked``,
+        headers over h11's size limit): problem details (DESIGN.md §6.1) instead of uvicorn's
+        ``text/plain`` "Invalid HTTP request received.", then close. Called inside uvicorn's
+        ``except h11.RemoteProtocolError``: the error's ``error_status_hint`` gives the status
+        (431 for oversized headers, else 400). The detail is ours, never the parser's words,
+        which may quote the request's bytes."""
+        error = sys.exc_info()[1]
+        status = getattr(error, "error_status_hint", 400)
+        if status == 431:
+            self._send_problem(431, "headers_too_large", "the request's headers are over the size limit")
+        else:
+            self._send_problem(400, "malformed_request", "the request is not valid HTTP/1.1 (its request line, "
+                               "a header line, Content-Length, Transfer-Encoding or chunked framing)")
+        self.transport.close()
+
+    def _send_problem(self, status: int, code: str, detail: str) -> None:
+        """Answer problem details from the protocol itself (no app cycle), ``Connection: close``.
+        Nothing is sent when a response has started on this connection already."""
+        body = json.dumps(problem_body(status, code, detail)).encode()
         headers = [(b"content-type", MEDIA_TYPE.encode()), (b"connection", b"close"),
                    (b"content-length", str(len(body)).encode())]
         try:
-            self.transport.write(self.conn.send(h11.Response(status_code=408, headers=headers,
-                                                             reason=b"Request Timeout")) or b"")
+            self.transport.write(self.conn.send(h11.Response(status_code=status, headers=headers,
+                                                             reason=HTTPStatus(status).phrase.encode())) or b"")
             self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
             self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError:

@@ -14,7 +14,7 @@ import pytest
 
 from switchboard import admin
 from switchboard.hub import Hub
-from tests.conftest import LiveApp, World, configure, serve_in_thread, wait_for
+from tests.conftest import LiveApp, World, configure, github_headers, serve_in_thread, wait_for
 
 
 def _human_token(world: World) -> str:
@@ -254,6 +254,100 @@ def test_a_source_reads_a_bounded_number_of_bodies_at_once(one_slow_body: LiveAp
         # another source is not affected
         other = httpx2.post(f"{live.url}/hooks/src_nosuchsource0000000000", content=b"{}", timeout=30)
         assert other.status_code == 404
+
+
+def test_slow_bodies_sent_to_made_up_hook_urls_hold_no_place(one_slow_body: LiveApp) -> None:
+    # A review: 128 connections trickling bodies to /hooks/nope<i> held every place of the
+    # total (8 x source_body_concurrency) and the real source's signed delivery got 429. Here the
+    # total is 8: 12 made-up URLs (ill-formed ids and well-formed ids of no source) each announce
+    # a body and send one byte; each is answered 404 before its body, and the real source's
+    # delivery is stored.
+    live = one_slow_body
+    host, port = live.url.removeprefix("http://").split(":")
+    made_up = [f"nope{i}" for i in range(6)] + [f"src_{'a' * 20}{'b' * i}" for i in range(6)]
+    slow = []
+    try:
+        for name in made_up:
+            sock = socket.create_connection((host, int(port)), timeout=10)
+            sock.sendall(f"POST /hooks/{name} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{".encode())
+            slow.append(sock)
+        for sock in slow:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(4096)
+                assert chunk, "closed without an answer"
+                head += chunk
+            assert _status(head) == 404 and b"no such source" in head
+        body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}}).encode()
+        r = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=body,
+                        headers=github_headers(body, live.world.secret), timeout=30)
+        assert r.status_code == 202, r.text
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_the_total_limit_says_it_is_the_total(settings) -> None:  # type: ignore[no-untyped-def]
+    # source_body_concurrency 1: the total is 8 bodies; eight other sources each hold one, and the
+    # ninth source's delivery is refused for all sources, not "for this source".
+    settings = settings.with_overrides(body_timeout_seconds=60, source_body_concurrency=1)
+    world = configure(settings)
+    hub = Hub(settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            others = [admin.add_source(s, "acme", "github")[0].id for _ in range(8)]
+    finally:
+        hub.close()
+    for url, _ in serve_in_thread(settings):
+        host, port = url.removeprefix("http://").split(":")
+        slow = [socket.create_connection((host, int(port)), timeout=10) for _ in others]
+        try:
+            for sock, source_id in zip(slow, others, strict=True):
+                sock.sendall(f"POST /hooks/{source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{{"
+                             .encode())
+
+            def refused() -> httpx2.Response | None:
+                r = httpx2.post(f"{url}/hooks/{world.source_id}", content=b"{}", timeout=30)
+                return r if r.status_code == 429 else None
+
+            r = wait_for(refused, timeout=30)
+            assert r.json()["code"] == "rate_limited" and "for all sources" in r.json()["detail"]
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"POST /hooks/{src} HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}",
+    b"POST /hooks/{src} HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{}",
+    b"POST /hooks/{src} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    b"POST /hooks/{src} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    b"POST /hooks/{src} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    b"POST /hooks/{src} HTTP/1.1\r\nHost: x\r\nno colon here\r\nContent-Length: 2\r\n\r\n{}",
+    b"NOT AN HTTP REQUEST\r\n\r\n",
+], ids=["length-not-a-number", "length-negative", "two-lengths", "bad-chunk-size", "gzip-chunked",
+        "header-without-colon", "request-line"])
+def test_a_request_the_http_parser_refuses_is_answered_with_problem_details(live: LiveApp,
+                                                                            request_bytes: bytes) -> None:
+    # A review: uvicorn answered these 400 text/plain "Invalid HTTP request received." (the bad
+    # chunk size as a chunked body); DESIGN.md §6.1 wants problem details everywhere in HTTP.
+    response, _ = _raw(live.url, request_bytes.replace(b"{src}", live.world.source_id.encode()))
+    head, _, body = response.partition(b"\r\n\r\n")
+    headers = head.lower().split(b"\r\n")
+    assert _status(response) == 400, response[:300]
+    assert b"content-type: application/problem+json" in headers and b"connection: close" in headers
+    problem = json.loads(body)
+    assert problem["code"] == "malformed_request" and problem["status"] == 400
+    assert "not valid HTTP/1.1" in problem["detail"]
+
+
+def test_headers_over_the_parser_limit_are_431_problem_details(live: LiveApp) -> None:
+    # Headers still arriving past h11's buffer limit (uvicorn's 16 KiB ``h11_max_incomplete_event_size``).
+    request = f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}".encode()
+    response, _ = _raw(live.url, request)
+    assert _status(response) == 431, response[:300]
+    problem = json.loads(response.partition(b"\r\n\r\n")[2])
+    assert problem["code"] == "headers_too_large" and "a" * 20 not in problem["detail"]
 
 
 def test_an_idle_connection_and_partial_headers_are_closed(tight: LiveApp) -> None:
