@@ -373,6 +373,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="runs per target; medians are reported")
     parser.add_argument("--delivery-writer", choices=("process", "thread"), default="process",
                         help="SWITCHBOARD_DELIVERY_WRITER of both hubs (the writer's child process, or a thread)")
+    parser.add_argument("--processing", choices=("process", "thread"), default="process",
+                        help="SWITCHBOARD_PROCESSING of the embedded hub (processing in a child process, or a thread)")
     args = parser.parse_args()
     n = args.requests + max(50, args.requests // 10)
 
@@ -382,6 +384,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
         env["SWITCHBOARD_HOME"] = str(home)
         env["SWITCHBOARD_DELIVERY_WRITER"] = args.delivery_writer
+        env["SWITCHBOARD_PROCESSING"] = args.processing
         ports = {"hub": _port(), "flask": _port(), "async": _port(), "acks": _port(), "redis": _port()}
         exe = str(Path(sys.executable).with_name("switchboard"))
         uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
@@ -482,7 +485,8 @@ def main() -> None:
 
     print(
         f"ingest on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; a shared machine: "
-        f"compare ratios), SQLite, delivery writer: {args.delivery_writer}, {args.connections} connections, "
+        f"compare ratios), SQLite, delivery writer: {args.delivery_writer}, processing: {args.processing}, "
+        f"{args.connections} connections, "
         f"{args.requests} distinct signed requests per target, medians of {args.runs} runs\n"
     )
     print(f"{'target':44} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'vs bare':>8} {'health p99':>11}")

@@ -437,6 +437,27 @@ def test_serve_on_a_port_in_use_says_what_to_do(env: dict[str, str]) -> None:
     assert "Traceback" not in refused.stderr
 
 
+def test_serve_prints_its_address_once_it_listens(env: dict[str, str]) -> None:
+    # A new-user run: the banner came 6 s before serve listened (the children warm up first), and
+    # the README's first `curl -s` right after it was refused and printed nothing. One try, the
+    # moment the banner is out, no retry.
+    port = free_port()
+    proc = subprocess.Popen([switchboard_exe(), "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while True:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            assert line, "serve ended before its banner: " + "".join(lines)
+            lines.append(line)
+            if f" on http://127.0.0.1:{port} " in line:
+                break
+        assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=30).status_code == 200
+        assert "no sources yet" in proc.stderr.readline()  # type: ignore[union-attr]
+    finally:
+        stop(proc)
+
+
 def test_worker_without_redis_says_how_serve_processes_instead(tmp_path: Path) -> None:
     # A new-user run: it said serve processes "in its own thread"; the default is a child process.
     proc = subprocess.run([switchboard_exe(), "worker"], env=cli_env(tmp_path / "instance"), capture_output=True,

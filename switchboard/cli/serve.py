@@ -58,10 +58,9 @@ def serve(host: str | None, port: int | None) -> None:
             import redis
 
             redis.Redis.from_url(settings.redis_url).ping()
-    _announce(settings, f"switchboard {__version__} on http://{settings.host}:{settings.port} "
+    banner = (f"switchboard {__version__} on http://{settings.host}:{settings.port} "
               f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
               f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else _embedded(settings)})")
-    _print_source_urls(settings)
     # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
     # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
     from switchboard.web.server_protocol import uvicorn_options
@@ -69,8 +68,37 @@ def serve(host: str | None, port: int | None) -> None:
     # log_config=None: uvicorn's loggers go through the root handlers and their redaction filter
     # (issue 13 item 6), in both log formats.
     _record_while_serving(app, settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
-                proxy_headers=False, log_config=None, **uvicorn_options(settings))
+    server = _announcing_server(settings, banner)(uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
+        proxy_headers=False, log_config=None, **uvicorn_options(settings)))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        raise SystemExit(3)  # uvicorn.run's STARTUP_FAILURE
+
+
+def _announcing_server(settings: Settings, banner: str) -> type:
+    """uvicorn's ``Server`` printing ``banner`` ("switchboard ... on http://...") and the sources'
+    webhook URLs once it listens, after the start-up (the child processes' warm-up included,
+    seconds on a loaded machine). Printed before ``uvicorn.run``, a new user's first
+    ``curl -s`` right after the banner was refused and printed nothing (a new-user run)."""
+    import anyio
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if not self.started:
+                return
+            _announce(settings, banner)
+            try:
+                await anyio.to_thread.run_sync(_print_source_urls, settings)  # a database read: not on the loop
+            except Exception as exc:  # noqa: BLE001 - a listing for the eye; serving goes on
+                _announce(settings, f"  (the sources could not be listed: {exc.__class__.__name__})")
+
+    return AnnouncingServer
 
 
 def _record_while_serving(app: Any, settings: Settings) -> None:
@@ -167,7 +195,9 @@ def _print_source_urls(settings: Settings) -> None:
             line += f"  (public: {settings.public_url}/hooks/{src.id})"
         _announce(settings, line)
     if not rows:
-        _announce(settings, "  no sources yet: `switchboard source add --project P --provider github`")
+        _announce(settings, "  no sources yet: `switchboard source add --project P --provider github` (the "
+                            "project first: `switchboard human add H`, `switchboard project add P --owner H`; "
+                            "README, Quick start)")
 
 
 def _local_url(settings: Settings) -> str:
