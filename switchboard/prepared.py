@@ -139,8 +139,8 @@ class Prepared:
                     found = by_length[length] = _Compiled(self.stmt, dialect, self.expanding, length, self.returning)
         return found
 
-    def run(self, session: Session, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Execute once in ``session``'s transaction.
+    def run(self, session: Session | sa.Connection, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Execute once in ``session``'s transaction (a ``Session``, or a ``Connection`` in one).
 
         Args:
             params: values by parameter name; the expanding one as a list (empty: an empty set).
@@ -152,7 +152,7 @@ class Prepared:
         Raises:
             The driver's errors, as SQLAlchemy would raise them (wrapped in its ``DBAPIError``s).
         """
-        conn = session.connection()
+        conn = session if isinstance(session, sa.Connection) else session.connection()
         length = len(params[self.expanding]) if self.expanding is not None else 0
         compiled = self._for(conn.dialect, length)
         values = compiled.parameters(params, self.expanding)
@@ -161,8 +161,7 @@ class Prepared:
             try:
                 cursor.execute(compiled.sql, values)
             except Exception as exc:
-                raise sa.exc.DBAPIError.instance(compiled.sql, values, exc, conn.dialect.loaded_dbapi.Error,
-                                                 dialect=conn.dialect) from exc
+                raise _driver_error(conn, compiled.sql, values, exc) from exc
             if self.writes_feed:
                 bell.mark_feed_write()
             if not compiled.columns:
@@ -171,5 +170,37 @@ class Prepared:
         finally:
             cursor.close()
         names, results = compiled.columns, compiled.results
-        return [{name: (value if proc is None else proc(value)) for name, proc, value in zip(names, results, row, strict=True)}
-                for row in rows]
+        return [{name: (value if proc is None else proc(value))
+                 for name, proc, value in zip(names, results, row, strict=True)} for row in rows]
+
+    def run_many(self, session: Session, params: Sequence[Mapping[str, Any]]) -> None:
+        """Execute once per parameter set in ``session``'s transaction, with the driver's
+        ``executemany`` (SQLAlchemy's own for a list of parameter sets). No ``RETURNING`` and no
+        expanding list (their lengths would differ between sets).
+
+        Raises:
+            ValueError: the statement has ``RETURNING`` or an expanding parameter.
+            The driver's errors, as :meth:`run`.
+        """
+        if self.returning or self.expanding is not None:
+            raise ValueError("run_many takes statements without RETURNING or an expanding list")
+        if not params:
+            return
+        conn = session.connection()
+        compiled = self._for(conn.dialect, 0)
+        values = [compiled.parameters(p, None) for p in params]
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            try:
+                cursor.executemany(compiled.sql, values)
+            except Exception as exc:
+                raise _driver_error(conn, compiled.sql, values, exc) from exc
+            if self.writes_feed:
+                bell.mark_feed_write()
+        finally:
+            cursor.close()
+
+
+def _driver_error(conn: sa.Connection, sql: str, values: Any, exc: Exception) -> Exception:
+    """The driver's ``exc`` as SQLAlchemy wraps it (``IntegrityError``, ``OperationalError``, ...)."""
+    return sa.exc.DBAPIError.instance(sql, values, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect)

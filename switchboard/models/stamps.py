@@ -29,11 +29,21 @@ class ChangeStamp(SQLModel, table=True):
     value: int = Field(default=0)
 
 
-_STAMP_QUERY = sa.select(sa.column("value")).select_from(sa.table("change_stamps")).where(
-    sa.column("name") == sa.bindparam("name"))
+_STAMPS = ChangeStamp.__table__  # type: ignore[attr-defined]
+_STAMP_QUERY: Any = None
 
 
 def read_stamp(conn: Any, name: str = SOURCES_STAMP) -> int:
-    """The current value of change stamp ``name`` on connection ``conn`` (0 when missing)."""
-    value = conn.execute(_STAMP_QUERY, {"name": name}).scalar()
-    return int(value or 0)
+    """The current value of change stamp ``name`` on connection ``conn`` (0 when missing).
+
+    A prepared statement (:mod:`switchboard.prepared`): every processing batch and every
+    delivery writer batch reads a stamp, and SQLAlchemy's per-execution work was most of its
+    cost (issue 11)."""
+    global _STAMP_QUERY
+    if _STAMP_QUERY is None:
+        from switchboard.prepared import Prepared  # not at import: models load before the feed it imports
+
+        _STAMP_QUERY = Prepared(sa.select(_STAMPS.c.value).where(_STAMPS.c.name == sa.bindparam("name")),
+                                [_STAMPS.c.value])
+    rows = _STAMP_QUERY.run(conn, {"name": name})
+    return int(rows[0]["value"] or 0) if rows else 0

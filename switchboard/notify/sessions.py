@@ -141,6 +141,13 @@ _INSERT_EVENT = Prepared(
                             for name in ("agent_id", "session_id", "kind", "data", "created_at")})
     .returning(_EVENTS.c.id), [_EVENTS.c.id])
 _SESSIONS = AgentSession.__table__  # type: ignore[attr-defined]
+_LIVE_COLUMNS = (_SESSIONS.c.agent_id, _SESSIONS.c.id, _SESSIONS.c.last_woken_at, _SESSIONS.c.attached_at)
+_LIVE_SESSIONS = Prepared(
+    select(*_LIVE_COLUMNS).where(_SESSIONS.c.agent_id.in_(bindparam("b_agents", expanding=True)),
+                                 _SESSIONS.c.seen_at > bindparam("cutoff", type_=_SESSIONS.c.seen_at.type)),
+    _LIVE_COLUMNS, "b_agents")
+"""The live sessions of a batch's wake recipients (:class:`Picker`): prepared, as SQLAlchemy's
+per-execution work was most of a one-delivery batch's wake routing (issue 11)."""
 _WOKEN = Prepared(
     update(_SESSIONS)
     .where(_SESSIONS.c.id == bindparam("b_session"))
@@ -166,13 +173,8 @@ class Picker:
             epoch = datetime.min.replace(tzinfo=cutoff.tzinfo)
             for agent_id in missing:
                 self.live[agent_id] = []
-            rows = self.session.connection().execute(
-                select(
-                    _SESSIONS.c.agent_id, _SESSIONS.c.id, _SESSIONS.c.last_woken_at, _SESSIONS.c.attached_at
-                ).where(_SESSIONS.c.agent_id.in_(missing), _SESSIONS.c.seen_at > cutoff)
-            )
-            for agent_id, session_id, woken, attached in rows:
-                self.live[agent_id].append([woken or epoch, attached, session_id])
+            for row in _LIVE_SESSIONS.run(self.session, {"b_agents": missing, "cutoff": cutoff}):
+                self.live[row["agent_id"]].append([row["last_woken_at"] or epoch, row["attached_at"], row["id"]])
             for entries in self.live.values():
                 entries.sort()
         for agent_id in agent_ids:

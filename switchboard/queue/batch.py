@@ -192,13 +192,12 @@ def write_rows(session: Session, rows: list[DeliveryRow]) -> None:
         if row.changes:
             names = tuple(sorted(row.changes))
             groups.setdefault(names, []).append({"b_id": row.id, **{f"v_{n}": v for n, v in row.changes.items()}})
-    conn = session.connection()
     for names, params in groups.items():
         stmt = _UPDATES.get(names)
         if stmt is None:
-            stmt = _UPDATES[names] = (
+            stmt = _UPDATES[names] = Prepared(
                 update(DELIVERIES)
                 .where(DELIVERIES.c.id == bindparam("b_id"))
                 .values({n: bindparam(f"v_{n}", type_=DELIVERIES.c[n].type) for n in names})
             )
-        conn.execute(stmt, params)
+        stmt.run_many(session, params)

@@ -28,6 +28,7 @@ WHEN = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=UTC)
 _INSERT = Prepared(insert(TODOS).values({c: bindparam(c, type_=TODOS.c[c].type) for c in (
     "id", "project_id", "queue", "state", "kind", "title", "payload", "priority", "attempt_count",
     "failure_count", "max_attempts", "ring_count", "created_at", "updated_at")}))
+_INSERT_RETURNING = Prepared(insert(TODOS).values(id=bindparam("id")).returning(TODOS.c.id), [TODOS.c.id])
 _TOUCH = Prepared(
     update(TODOS).where(TODOS.c.id.in_(bindparam("ids", expanding=True)), TODOS.c.state == "pending")
     .values(priority=TODOS.c.priority + 1, updated_at=bindparam("now", type_=TODOS.c.updated_at.type))
@@ -80,6 +81,49 @@ def test_an_expanding_list_of_any_length_and_returning(hub: Hub, count: int) -> 
         assert r["payload"] == {"n": ids.index(r["id"])}
     with hub.db.read() as s:
         assert [t.updated_at for t in s.execute(select(Todo).where(Todo.id.in_(ids))).scalars()] == [later] * count  # type: ignore[attr-defined]
+
+
+_RETITLE = Prepared(update(TODOS).where(TODOS.c.id == bindparam("b_id")).values(
+    title=bindparam("v_title"), payload=bindparam("v_payload", type_=TODOS.c.payload.type),
+    updated_at=bindparam("v_now", type_=TODOS.c.updated_at.type)))
+
+
+def test_run_many_writes_each_parameter_set_converted_as_the_orm_does(hub: Hub) -> None:
+    project_id = _project(hub)
+    ids = [_insert(hub, project_id, None) for _ in range(3)]
+    later = datetime(2026, 12, 5, 1, 2, 3, 456789, tzinfo=UTC)
+    with hub.db.write() as s:
+        _RETITLE.run_many(s, [{"b_id": i, "v_title": f"t{n}", "v_payload": {"n": n, "ü": [n]}, "v_now": later}
+                              for n, i in enumerate(ids)])
+        _RETITLE.run_many(s, [])  # nothing to write: no statement
+    with hub.db.read() as s:
+        todos = {t.id: t for t in s.execute(select(Todo).where(Todo.id.in_(ids))).scalars()}  # type: ignore[attr-defined]
+    for n, todo_id in enumerate(ids):
+        assert todos[todo_id].title == f"t{n}" and todos[todo_id].payload == {"n": n, "ü": [n]}
+        assert todos[todo_id].updated_at == later
+
+
+def test_run_many_refuses_returning_and_expanding_and_wraps_driver_errors(hub: Hub) -> None:
+    with hub.db.write() as s:
+        with pytest.raises(ValueError, match="RETURNING or an expanding"):
+            _TOUCH.run_many(s, [{"ids": ["td_x"], "now": WHEN}])
+        with pytest.raises(ValueError, match="RETURNING or an expanding"):
+            _INSERT_RETURNING.run_many(s, [])
+    project_id = _project(hub)
+    todo_id = _insert(hub, project_id, None)
+    row = {"id": todo_id, "project_id": project_id, "queue": "q", "state": "pending", "kind": "k", "title": "t",
+           "payload": None, "priority": 0, "attempt_count": 0, "failure_count": 0, "max_attempts": 5,
+           "ring_count": 0, "created_at": WHEN, "updated_at": WHEN}
+    with pytest.raises(sa.exc.IntegrityError), hub.db.write() as s:
+        _INSERT.run_many(s, [row])
+
+
+def test_run_takes_a_connection_as_well_as_a_session(hub: Hub) -> None:
+    project_id = _project(hub)
+    todo_id = _insert(hub, project_id, {"k": 1})
+    with hub.db.write() as s:
+        rows = _TOUCH.run(s.connection(), {"ids": [todo_id], "now": WHEN})
+    assert [(r["id"], r["priority"], r["payload"]) for r in rows] == [(todo_id, 1, {"k": 1})]
 
 
 def test_a_driver_error_is_sqlalchemys(hub: Hub) -> None:
