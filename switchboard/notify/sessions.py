@@ -141,6 +141,8 @@ _INSERT_EVENT = Prepared(
                             for name in ("agent_id", "session_id", "kind", "data", "created_at")})
     .returning(_EVENTS.c.id), [_EVENTS.c.id])
 _SESSIONS = AgentSession.__table__  # type: ignore[attr-defined]
+_CHUNK = 32
+"""Agent ids per live-session read at most (as ``queue.batch.CHUNK``)."""
 _LIVE_COLUMNS = (_SESSIONS.c.agent_id, _SESSIONS.c.id, _SESSIONS.c.last_woken_at, _SESSIONS.c.attached_at)
 _LIVE_SESSIONS = Prepared(
     select(*_LIVE_COLUMNS).where(_SESSIONS.c.agent_id.in_(bindparam("b_agents", expanding=True)),
@@ -173,8 +175,11 @@ class Picker:
             epoch = datetime.min.replace(tzinfo=cutoff.tzinfo)
             for agent_id in missing:
                 self.live[agent_id] = []
-            for row in _LIVE_SESSIONS.run(self.session, {"b_agents": missing, "cutoff": cutoff}):
-                self.live[row["agent_id"]].append([row["last_woken_at"] or epoch, row["attached_at"], row["id"]])
+            # In chunks: one compiled statement per list length, so the lengths stay a bounded set.
+            for start in range(0, len(missing), _CHUNK):
+                for row in _LIVE_SESSIONS.run(self.session, {"b_agents": missing[start:start + _CHUNK],
+                                                             "cutoff": cutoff}):
+                    self.live[row["agent_id"]].append([row["last_woken_at"] or epoch, row["attached_at"], row["id"]])
             for entries in self.live.values():
                 entries.sort()
         for agent_id in agent_ids:

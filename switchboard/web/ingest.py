@@ -112,8 +112,10 @@ class SourceCache:
         now = self.hub.clock.now()
         with self.hub.db.read() as s:
             stamp = read_stamp(s.connection())
-            source = s.get(Source, source_id)
-            if source is None or not source.enabled:
+            # One statement whose cost does not depend on whether a disabled row exists (s.get
+            # built the disabled row's object first: ~40 us more than a miss, a timing oracle).
+            source = s.execute(sa.select(Source).where(Source.id == source_id, Source.enabled)).scalar_one_or_none()
+            if source is None:
                 self._entries.pop(source_id, None)
                 return None
             secrets = admin.source_secrets(s, source.id, now)

@@ -241,6 +241,13 @@ class HeaderTimeoutProtocol(H11Protocol):
         which may quote the request's bytes."""
         error = sys.exc_info()[1]
         status = getattr(error, "error_status_hint", 400)
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            # The app's task for this request may already be scheduled: what it sends now must
+            # go nowhere (an h11 LocalProtocolError logged twice as "Exception in ASGI application"
+            # otherwise), and a receive() it awaits must see the client gone.
+            cycle.disconnected = True
+            cycle.message_event.set()
         if status == 431:
             self._send_problem(431, "headers_too_large", "the request's headers are over the size limit")
         else:
