@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -278,6 +279,9 @@ def test_slow_bodies_sent_to_made_up_hook_urls_hold_no_place(one_slow_body: Live
                 assert chunk, "closed without an answer"
                 head += chunk
             assert _status(head) == 404 and b"no such source" in head
+            # Closed with the lingering close: a sender that reads only after writing its whole
+            # body (http.client) read a reset at the header timer instead (a review, 20 MiB).
+            assert b"connection: close" in head.lower()
         body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}}).encode()
         r = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=body,
                         headers=github_headers(body, live.world.secret), timeout=30)
@@ -339,6 +343,20 @@ def test_a_request_the_http_parser_refuses_is_answered_with_problem_details(live
     problem = json.loads(body)
     assert problem["code"] == "malformed_request" and problem["status"] == 400
     assert "not valid HTTP/1.1" in problem["detail"]
+
+
+def test_a_parse_error_in_the_headers_packet_logs_no_traceback(live: LiveApp, caplog: pytest.LogCaptureFixture) -> None:
+    # A review: a bad chunk in the same packet as the headers of a request the app answers at
+    # once (an ill-formed hook id, health) raced the protocol's 400: two "Exception in ASGI
+    # application" tracebacks per request (h11 LocalProtocolError), 2.5 MiB of log for 500.
+    with caplog.at_level(logging.WARNING):
+        for path in ("/hooks/nope", "/api/v1/health"):
+            response, _ = _raw(live.url, f"POST {path} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
+                                         "\r\n\r\nzz\r\n".encode())
+            assert _status(response) == 400, response[:300]
+        time.sleep(0.5)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
 
 
 def test_headers_over_the_parser_limit_are_431_problem_details(live: LiveApp) -> None:
