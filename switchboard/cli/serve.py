@@ -90,8 +90,8 @@ def _announcing_server(settings: Settings, banner: str) -> type:
     class AnnouncingServer(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
-            if not self.started:
-                return
+            if not self.started or self.should_exit:
+                return  # a failed start-up, or a SIGTERM during it: nothing to announce
             _announce(settings, banner)
             try:
                 await anyio.to_thread.run_sync(_print_source_urls, settings)  # a database read: not on the loop
