@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -350,8 +351,10 @@ def test_serve_prints_each_source_url_at_the_address_it_serves(tmp_path: Path, e
     server = start_serve({**env, "SWITCHBOARD_PUBLIC_URL": "https://hooks.example.com"}, port,
                          tmp_path / "serve.log")
     try:
-        log = server.log()
         local = f"http://127.0.0.1:{port}/hooks/{src['id']}"
+        deadline = time.monotonic() + 15
+        while local not in (log := server.log()) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the source lines follow the banner (read in a worker thread)
         assert local in log and f"(public: https://hooks.example.com/hooks/{src['id']})" in log
         body = _issue()
         resp = httpx2.post(local, content=body, headers=github_headers(body, src["secret"]), timeout=10)
