@@ -171,6 +171,8 @@ class Hub:
                 now = time.monotonic()
                 try:
                     self.reap()
+                    if self._source_cache is not None:
+                        self._source_cache.check()  # type: ignore[attr-defined]
                     maintain(self, now)
                     if now >= next_sweep:
                         grace = timedelta(seconds=self.settings.sweep_grace_seconds)

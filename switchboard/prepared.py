@@ -202,5 +202,13 @@ class Prepared:
 
 
 def _driver_error(conn: sa.Connection, sql: str, values: Any, exc: Exception) -> Exception:
-    """The driver's ``exc`` as SQLAlchemy wraps it (``IntegrityError``, ``OperationalError``, ...)."""
+    """The driver's ``exc`` as SQLAlchemy wraps it (``IntegrityError``, ``OperationalError``, ...).
+
+    SQLAlchemy's disconnect handling does not see it (the statement ran on the driver's cursor):
+    a dead connection is found and the pool invalidated by the ``ROLLBACK`` that follows, which
+    goes through SQLAlchemy (``Database.write``/``read`` end their session on any error, and the
+    ``handle_error`` hook of :mod:`switchboard.db` sees the disconnect there;
+    ``tests/queue/test_autocommit.py``). Callers on a bare ``Connection`` must run in a
+    transaction that is rolled back on error, as ``engine.begin()`` does.
+    """
     return sa.exc.DBAPIError.instance(sql, values, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect)

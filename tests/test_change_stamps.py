@@ -68,7 +68,7 @@ def test_every_watched_table_bumps_its_stamp_on_insert_update_and_delete(url: st
 
 
 def _stamp(engine: sa.Engine, name: str) -> int:
-    with engine.connect() as conn:
+    with engine.begin() as conn:  # a prepared statement: in a transaction SQLAlchemy knows of
         return read_stamp(conn, name)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,9 +59,12 @@ def serve(host: str | None, port: int | None) -> None:
             import redis
 
             redis.Redis.from_url(settings.redis_url).ping()
-    banner = (f"switchboard {__version__} on http://{settings.host}:{settings.port} "
-              f"({'sqlite' if settings.is_sqlite else 'postgresql ' + _redacted_url(settings.database_url)}, "
-              f"{'rq jobs on ' + _redacted_url(settings.redis_url) if settings.redis_url else _embedded(settings)})")
+
+    def banner(served: Settings) -> str:
+        return (f"switchboard {__version__} on http://{served.host}:{served.port} "
+                f"({'sqlite' if served.is_sqlite else 'postgresql ' + _redacted_url(served.database_url)}, "
+                f"{'rq jobs on ' + _redacted_url(served.redis_url) if served.redis_url else _embedded(served)})")
+
     # X-Forwarded-* are honoured by the app itself, only from SWITCHBOARD_TRUSTED_PROXIES
     # (switchboard.web.forwarded); uvicorn's own handling would trust loopback peers first.
     from switchboard.web.server_protocol import uvicorn_options
@@ -79,22 +83,38 @@ def serve(host: str | None, port: int | None) -> None:
         raise SystemExit(3)  # uvicorn.run's STARTUP_FAILURE
 
 
-def _announcing_server(settings: Settings, banner: str) -> type:
-    """uvicorn's ``Server`` printing ``banner`` ("switchboard ... on http://...") and the sources'
-    webhook URLs once it listens, after the start-up (the child processes' warm-up included,
-    seconds on a loaded machine). Printed before ``uvicorn.run``, a new user's first
-    ``curl -s`` right after the banner was refused and printed nothing (a new-user run)."""
+def _announcing_server(settings: Settings, banner: Callable[[Settings], str]) -> type:
+    """uvicorn's ``Server`` printing ``banner(settings)`` ("switchboard ... on http://...") and the
+    sources' webhook URLs once it listens, after the start-up (the child processes' warm-up
+    included, seconds on a loaded machine). Printed before ``uvicorn.run``, a new user's first
+    ``curl -s`` right after the banner was refused and printed nothing (a new-user run). With
+    ``--port 0`` both name the port the system chose, not 0 (a review)."""
     import anyio
     import uvicorn
 
+    from switchboard.instance import forget_served, record_served
+
     class AnnouncingServer(uvicorn.Server):
+        recorded: Any = None
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            try:
+                await super().shutdown(sockets)
+            finally:
+                forget_served(self.recorded)
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if not self.started or self.should_exit:
                 return  # a failed start-up, or a SIGTERM during it: nothing to announce
-            _announce(settings, banner)
+            served = settings
+            if not settings.port and self.servers and self.servers[0].sockets:
+                served = settings.with_overrides(port=self.servers[0].sockets[0].getsockname()[1])
+                # The lifespan ran before the bind: record the chosen port now, for CLI links.
+                self.recorded = record_served(served, _local_url(served))
+            _announce(served, banner(served))
             try:
-                await anyio.to_thread.run_sync(_print_source_urls, settings)  # a database read: not on the loop
+                await anyio.to_thread.run_sync(_print_source_urls, served)  # a database read: not on the loop
             except Exception as exc:  # noqa: BLE001 - a listing for the eye; serving goes on
                 _announce(settings, f"  (the sources could not be listed: {exc.__class__.__name__})")
 

@@ -138,6 +138,26 @@ class SourceCache:
         """Forget every entry (the writer saw the stamp move)."""
         self._entries = {}
 
+    def check(self) -> bool:
+        """Read the ``sources`` change stamp and forget every entry when it moved (blocking; the
+        maintenance pass calls it every ``reap_interval_seconds``).
+
+        The writer finds a moved stamp only when a delivery is stored; until then the request
+        guard would read bodies sent to a source disabled while cached (the writer refuses them:
+        nothing is accepted, but a quiet instance kept the entry indefinitely, a review found).
+
+        Returns:
+            True when entries were dropped.
+        """
+        if not self._entries:
+            return False
+        with self.hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        if stamp == self._stamp:
+            return False
+        self._entries = {}
+        return True
+
 
 async def known_source(hub: Hub, source_id: str, fresh: bool = False) -> CachedSource | None:
     """The enabled source a hook URL names, from the cache or read in a worker thread on a

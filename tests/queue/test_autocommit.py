@@ -143,6 +143,20 @@ def test_a_connection_used_within_the_ping_interval_is_not_pinged(
     with pg_hub.db.write() as s:
         assert s.execute(sa.text("SELECT 1")).scalar_one() == 1
 
+def test_a_prepared_statement_on_a_dead_connection_fails_once_and_the_pool_recovers(
+        pg_hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A review of the prepared statements: they run on the driver's cursor, outside SQLAlchemy's
+    # execution and its disconnect handling. The dead connection fails its statement with the
+    # same 503 as an ORM statement, the pool is invalidated, and the next write works.
+    from switchboard.models.stamps import read_stamp
+
+    _pooled_connection_killed(pg_hub, monkeypatch, 3600.0)
+    with pytest.raises(DependencyUnavailable), pg_hub.db.write() as s:
+        read_stamp(s.connection())
+    with pg_hub.db.write() as s:
+        assert read_stamp(s.connection()) >= 0
+
+
 def test_a_write_after_an_autocommit_write_is_one_transaction_again(pg_hub: Hub) -> None:
     # Review of 0aa79ae: the pooled connection goes back without its AUTOCOMMIT, so a plain
     # write that fails rolls back every statement it ran.

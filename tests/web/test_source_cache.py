@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import uuid
@@ -27,11 +28,37 @@ def _post(live: LiveApp, secret: str) -> int:
 
 def test_a_source_disabled_by_raw_sql_in_another_process_is_refused_at_once(live: LiveApp) -> None:
     assert _post(live, live.world.secret) == 202  # the source is cached now
+    _disable_in_another_process(live)
+    assert _post(live, live.world.secret) == 404
+
+
+def _disable_in_another_process(live: LiveApp) -> None:
     path = sa.engine.make_url(live.world.settings.database_url).database
     script = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
               "c.execute('UPDATE sources SET enabled = 0 WHERE id = ?', (sys.argv[2],)); c.commit()")
     subprocess.run([sys.executable, "-c", script, str(path), live.world.source_id], check=True, timeout=30)
-    assert _post(live, live.world.secret) == 404
+
+
+def test_a_source_disabled_while_cached_is_refused_before_its_body_on_a_quiet_instance(live: LiveApp) -> None:
+    # A review: with no delivery stored after the disable, the writer never saw the stamp move,
+    # and the request guard kept reading bodies sent to the disabled source (the writer refused
+    # them: nothing accepted, but the entry lived on). The maintenance pass now checks the stamp.
+    assert _post(live, live.world.secret) == 202  # the source is cached now
+    assert live.hub.source_cache.peek(live.world.source_id, live.hub.clock.now()) is not None
+    _disable_in_another_process(live)
+    wait_for(lambda: live.hub.source_cache.peek(live.world.source_id, live.hub.clock.now()) is None,
+             timeout=15, interval=0.1)
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        # A body announced and never sent: answered 404 at once, not after the body timeout.
+        sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+                     .encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(4096)
+            assert chunk, "closed without an answer"
+            head += chunk
+    assert head.startswith(b"HTTP/1.1 404") and b"no such source" in head
 
 
 def test_a_cached_secret_is_refused_once_it_expires(live: LiveApp) -> None:
