@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _REDACT = ("signature", "authorization", "token", "secret", "cookie", "api-key", "apikey")
+_REDACTED_NAME = re.compile("|".join(map(re.escape, _REDACT)))
+"""Any of :data:`_REDACT` in a (lower-case) header name: one search instead of seven ``in``
+tests in a generator per header (5 % of the receiver's time, issue 11)."""
 # Headers that verification, dedup or routing read: sent twice, two parsers (a proxy and us)
 # could pick different ones, so a repeat is refused rather than guessed: 401 for a credential
 # (every authentication failure is 401, issue 12 #1), 400 for the others.
@@ -57,7 +60,8 @@ _SINGLE = re.compile(r"signature|token|authorization|timestamp|delivery|hook-id|
 
 def redacted_headers(headers: dict[str, str]) -> dict[str, str]:
     """Headers safe to store and show: credential-like values replaced by ``[redacted]``."""
-    return {k: ("[redacted]" if any(word in k for word in _REDACT) else v[:1000]) for k, v in headers.items()}
+    redacted = _REDACTED_NAME.search
+    return {k: ("[redacted]" if redacted(k) else v[:1000]) for k, v in headers.items()}
 
 
 async def _read_body(request: Request, limit: int) -> bytes:

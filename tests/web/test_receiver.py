@@ -45,6 +45,23 @@ def test_signed_delivery_is_accepted_and_becomes_a_todo(live: LiveApp) -> None:
         assert todo.title == "Issue #1 opened in Codertocat/Hello-World: Spelling error in the README file"
 
 
+def test_stored_headers_hold_no_credential(live: LiveApp) -> None:
+    # DESIGN.md §5: no secret in anything stored or shown. Names are matched case-blind, anywhere
+    # in the name; other headers are kept, cut at 1,000 characters.
+    extra = {"Authorization": "Bearer s3cr3t-a", "Cookie": "session=s3cr3t-b", "X-Api-Key": "s3cr3t-c",
+             "X-Client-Secret": "s3cr3t-d", "X-Auth-Token": "s3cr3t-e", "X-ApiKey": "s3cr3t-f",
+             "X-Trace": "t" * 1500, "X-Plain": "kept"}
+    resp = live.post_hook(ISSUE, {**github_headers(ISSUE, live.world.secret), **extra})
+    assert resp.status_code == 202, resp.text
+    stored = _delivery(live, resp.json()["delivery_id"]).headers
+    assert "s3cr3t" not in json.dumps(stored)
+    for name in ("authorization", "cookie", "x-api-key", "x-client-secret", "x-auth-token", "x-apikey",
+                 "x-hub-signature-256"):
+        assert stored[name] == "[redacted]", name
+    assert stored["x-plain"] == "kept" and stored["x-trace"] == "t" * 1000
+    assert stored["x-github-event"] == "issues"
+
+
 def test_duplicate_delivery_returns_first_id_and_creates_nothing(live: LiveApp) -> None:
     headers = github_headers(ISSUE, live.world.secret)
     first = live.post_hook(ISSUE, headers).json()["delivery_id"]
