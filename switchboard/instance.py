@@ -101,7 +101,13 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except OSError:  # ProcessLookupError: gone; PermissionError: another user's process
         return False
-    return True
+    try:
+        # A serve killed with SIGKILL stays a zombie until its parent reaps it, and a zombie
+        # answers kill(pid, 0): CLI links went on naming its dead port (a new-user run).
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            return stat_file.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no procfs (not Linux): kill(pid, 0) is all there is
 
 
 def _live_record(settings: Settings) -> dict[str, object] | None:

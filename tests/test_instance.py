@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 from switchboard import admin
@@ -81,3 +82,29 @@ def test_a_served_address_is_followed_only_as_serve_writes_it(tmp_path: Path) ->
         other.wait()
     assert served_url(settings) is None  # its process ended
     forget_served(recorded)  # not this process's record any more: left alone
+
+
+def test_a_serve_killed_and_not_yet_reaped_is_not_followed(tmp_path: Path) -> None:
+    # A new-user run: `kill -9` of a serve started with `&` left a zombie (its shell had not
+    # reaped it); a zombie answers kill(pid, 0), and CLI links went on naming its dead port.
+    import json
+    import signal
+    import subprocess
+
+    from switchboard.instance import SERVED_FILE, served_url
+
+    settings = Settings(home=tmp_path)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        (tmp_path / SERVED_FILE).write_text(json.dumps({"url": "http://127.0.0.1:18001", "pid": other.pid}))
+        (tmp_path / SERVED_FILE).chmod(0o600)
+        assert served_url(settings) == "http://127.0.0.1:18001"
+        os.kill(other.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while b") Z" not in Path(f"/proc/{other.pid}/stat").read_bytes():  # killed, not reaped
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert served_url(settings) is None
+    finally:
+        other.kill()
+        other.wait()

@@ -37,6 +37,19 @@ def test_serve_on_port_0_names_the_port_the_system_chose(tmp_path: Path) -> None
         assert f"http://127.0.0.1:{port}/hooks/{src['id']}" in log
         assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=10).status_code == 200
         assert cli(env, "source", "show", src["id"])["url"] == f"http://127.0.0.1:{port}/hooks/{src['id']}"
+        # A review: the app was built before the bind, so the web UI's hook URLs and MCP snippet
+        # named port 0; serve now binds first and builds the app with the chosen port.
+        base = f"http://127.0.0.1:{port}"
+        with httpx2.Client(base_url=base, timeout=10) as browser:
+            link = cli(env, "login", "alice")["url"]
+            page = browser.get(link)
+            csrf = page.text.split('name="csrf_token" value="')[1].split('"')[0]
+            done = browser.post(link, data={"csrf_token": csrf}, headers={"Referer": f"{base}/ui/login"})
+            assert done.status_code == 303, done.text
+            sources = browser.get("/ui/sources").text
+            assert f"{base}/hooks/{src['id']}" in sources and ":0/" not in sources
+            agents = browser.get("/ui/agents").text
+            assert f"&#34;{base}&#34;" in agents and ":0&#34;" not in agents  # the snippet's --url
     finally:
         stop(proc)
     assert not (tmp_path / "inst" / "serve.json").exists()  # forgotten when serve stops

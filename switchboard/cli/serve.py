@@ -45,15 +45,21 @@ def serve(host: str | None, port: int | None) -> None:
     import socket
 
     with clear_errors():
-        with socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-            try:
-                probe.bind((settings.host, settings.port))
-            except OSError as exc:
-                hint = ""
-                if exc.errno == errno.EADDRINUSE:
-                    hint = " (another process listens there: stop it, or choose --port or SWITCHBOARD_PORT)"
-                raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}{hint}"]) from None
+        # Bound here and handed to uvicorn (not probed and closed): a port in use is a clear
+        # error before the start-up, and with --port 0 the port the system chose is known before
+        # the app is built, so its links (web UI, source URLs, MCP snippets) name it (a review).
+        listener = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            listener.bind((settings.host, settings.port))
+        except OSError as exc:
+            listener.close()
+            hint = ""
+            if exc.errno == errno.EADDRINUSE:
+                hint = " (another process listens there: stop it, or choose --port or SWITCHBOARD_PORT)"
+            raise ConfigError([f"cannot listen on {settings.host}:{settings.port}: {exc.strerror}{hint}"]) from None
+        if not settings.port:
+            settings = settings.with_overrides(port=listener.getsockname()[1])
         app = create_app(settings, settle=True)
         if settings.redis_url:
             import redis
@@ -61,7 +67,8 @@ def serve(host: str | None, port: int | None) -> None:
             redis.Redis.from_url(settings.redis_url).ping()
 
     def banner(served: Settings) -> str:
-        return (f"switchboard {__version__} on http://{served.host}:{served.port} "
+        host = f"[{served.host}]" if ":" in served.host else served.host
+        return (f"switchboard {__version__} on http://{host}:{served.port} "
                 f"({'sqlite' if served.is_sqlite else 'postgresql ' + _redacted_url(served.database_url)}, "
                 f"{'rq jobs on ' + _redacted_url(served.redis_url) if served.redis_url else _embedded(served)})")
 
@@ -76,7 +83,7 @@ def serve(host: str | None, port: int | None) -> None:
         app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
         proxy_headers=False, log_config=None, **uvicorn_options(settings)))
     try:
-        server.run()
+        server.run(sockets=[listener])
     except KeyboardInterrupt:
         pass
     if not server.started:
@@ -87,34 +94,18 @@ def _announcing_server(settings: Settings, banner: Callable[[Settings], str]) ->
     """uvicorn's ``Server`` printing ``banner(settings)`` ("switchboard ... on http://...") and the
     sources' webhook URLs once it listens, after the start-up (the child processes' warm-up
     included, seconds on a loaded machine). Printed before ``uvicorn.run``, a new user's first
-    ``curl -s`` right after the banner was refused and printed nothing (a new-user run). With
-    ``--port 0`` both name the port the system chose, not 0 (a review)."""
+    ``curl -s`` right after the banner was refused and printed nothing (a new-user run)."""
     import anyio
     import uvicorn
 
-    from switchboard.instance import forget_served, record_served
-
     class AnnouncingServer(uvicorn.Server):
-        recorded: Any = None
-
-        async def shutdown(self, sockets: Any = None) -> None:
-            try:
-                await super().shutdown(sockets)
-            finally:
-                forget_served(self.recorded)
-
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if not self.started or self.should_exit:
                 return  # a failed start-up, or a SIGTERM during it: nothing to announce
-            served = settings
-            if not settings.port and self.servers and self.servers[0].sockets:
-                served = settings.with_overrides(port=self.servers[0].sockets[0].getsockname()[1])
-                # The lifespan ran before the bind: record the chosen port now, for CLI links.
-                self.recorded = record_served(served, _local_url(served))
-            _announce(served, banner(served))
+            _announce(settings, banner(settings))
             try:
-                await anyio.to_thread.run_sync(_print_source_urls, served)  # a database read: not on the loop
+                await anyio.to_thread.run_sync(_print_source_urls, settings)  # a database read: not on the loop
             except Exception as exc:  # noqa: BLE001 - a listing for the eye; serving goes on
                 _announce(settings, f"  (the sources could not be listed: {exc.__class__.__name__})")
 
@@ -135,7 +126,7 @@ def _record_while_serving(app: Any, settings: Settings) -> None:
     @asynccontextmanager
     async def lifespan(the_app: Any) -> Any:
         async with inner(the_app) as state:
-            served = record_served(settings, _local_url(settings)) if settings.port else None
+            served = record_served(settings, _local_url(settings))
             try:
                 yield state
             finally:

@@ -87,6 +87,7 @@ class SourceCache:
         self.hub = hub
         self._entries: dict[str, CachedSource] = {}
         self._stamp = -1
+        self._lock = threading.Lock()
         # Source id -> provider of every source this process loaded; kept across invalidations
         # (a source's provider never changes), bounded like the refusal tally.
         self._providers: dict[str, str] = {}
@@ -127,16 +128,23 @@ class SourceCache:
         if len(self._providers) > 100_000:
             self._providers.clear()
         self._providers[source_id] = source.provider
-        if stamp != self._stamp:
-            # Everything read under an older stamp may be stale: start afresh.
-            self._entries = {}
-            self._stamp = stamp
-        self._entries[source_id] = entry
+        with self._lock:
+            # Loads run in worker threads: compare and insert under one lock, and never cache
+            # an entry read under an older stamp than the one the cache already holds (a load
+            # that read before a change could otherwise land in the dict a newer load started,
+            # where no stamp check would ever drop it; a review found the interleaving).
+            if stamp > self._stamp:
+                # Everything read under an older stamp may be stale: start afresh.
+                self._entries = {}
+                self._stamp = stamp
+            if stamp == self._stamp:
+                self._entries[source_id] = entry
         return entry
 
     def invalidate(self) -> None:
         """Forget every entry (the writer saw the stamp move)."""
-        self._entries = {}
+        with self._lock:
+            self._entries = {}
 
     def check(self) -> bool:
         """Read the ``sources`` change stamp and forget every entry when it moved (blocking; the
@@ -153,9 +161,11 @@ class SourceCache:
             return False
         with self.hub.db.read() as s:
             stamp = read_stamp(s.connection())
-        if stamp == self._stamp:
-            return False
-        self._entries = {}
+        with self._lock:
+            if stamp == self._stamp and all(entry.stamp == stamp for entry in self._entries.values()):
+                return False
+            self._entries = {}
+            self._stamp = max(self._stamp, stamp)
         return True
 
 

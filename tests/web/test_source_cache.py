@@ -12,6 +12,8 @@ import sqlalchemy as sa
 
 from switchboard import admin
 from switchboard.hub import Hub
+from switchboard.models.stamps import read_stamp
+from switchboard.web.ingest import SourceCache
 from tests.conftest import LiveApp, github_headers, wait_for
 
 
@@ -72,3 +74,27 @@ def test_a_cached_secret_is_refused_once_it_expires(live: LiveApp) -> None:
     assert _post(live, live.world.secret) == 202  # still valid, and now cached
     wait_for(lambda: _post(live, live.world.secret) == 401, timeout=10, interval=0.1)
     assert _post(live, new) == 202
+
+
+def test_an_entry_read_under_an_older_stamp_is_never_kept(live: LiveApp) -> None:
+    # A review: loads run in worker threads; a load that read before a change could land its
+    # entry in the dict a newer load had just started, and the maintenance check (stamp equal to
+    # the cache's) never dropped it. The two halves of that interleaving, made deterministic:
+    cache = SourceCache(live.hub)
+    now = live.hub.clock.now()
+    entry = cache.load(live.world.source_id)
+    assert entry is not None and cache.peek(live.world.source_id, now) is entry
+    # (1) a load whose stamp is older than the cache's returns its entry but does not cache it
+    cache._stamp = entry.stamp + 1_000_000  # a newer load already ran
+    cache._entries = {}
+    again = cache.load(live.world.source_id)
+    assert again is not None and cache.peek(live.world.source_id, now) is None
+    # (2) an old entry in a dict whose stamp is current is dropped by the maintenance check
+    _disable_in_another_process(live)
+    with live.hub.db.read() as s:
+        current = read_stamp(s.connection())
+    assert current > entry.stamp
+    cache._stamp, cache._entries = current, {live.world.source_id: entry}
+    assert cache.check() is True
+    assert cache.peek(live.world.source_id, now) is None
+    assert cache.check() is False
