@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit

@@ -99,6 +99,23 @@ class GitHubSource(BaseSource):
             MalformedPayload: the body or its ``payload`` field is not a strict JSON object, the
                 form has other fields, or ``action`` is not a string.
         """
+        event, action, payload = self._read(body, headers)
+        sender = _sender(payload)
+        if event == "ping":
+            return Envelope(event, None, payload, sender, title=None,
+                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}")
+        title = title_for(event, action, payload)
+        summary = None if title else one_line(f"GitHub {event}{'.' + action if action else ''} in {_repo(payload)}")
+        return Envelope(event, action, payload, sender, title=title, summary=summary)
+
+    def admit(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
+        """:meth:`parse` without the title, summary and sender (the receiver's check; see
+        :meth:`~switchboard.sources.base.BaseSource.admit`). Same errors as :meth:`parse`."""
+        event, action, payload = self._read(body, headers)
+        return Envelope(event, None if event == "ping" else action, payload)
+
+    def _read(self, body: bytes, headers: Mapping[str, str]) -> tuple[str, str | None, dict[str, Any]]:
+        """The event, the action (one line, or ``None``) and the payload; raises as :meth:`parse`."""
         event = headers.get("x-github-event", "").strip()
         if not _EVENT.fullmatch(event):
             raise MalformedRequest("X-GitHub-Event must be a GitHub event name (lowercase letters, digits, '_')")
@@ -121,13 +138,7 @@ class GitHubSource(BaseSource):
         # event_type, up to 100 characters: ``deploy-staging``); GitHub promises a string, no
         # more, so nothing else is refused (issue 12 #5). It is kept on one line for kinds.
         action = one_line(raw_action, 100) or None if raw_action is not None else None
-        sender = _sender(payload)
-        if event == "ping":
-            return Envelope(event, None, payload, sender, title=None,
-                            summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}")
-        title = title_for(event, action, payload)
-        summary = None if title else one_line(f"GitHub {event}{'.' + action if action else ''} in {_repo(payload)}")
-        return Envelope(event, action, payload, sender, title=title, summary=summary)
+        return event, action, payload
 
 
 def _sender(payload: Mapping[str, Any]) -> Sender | None:

@@ -143,11 +143,11 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
         # CPU-bound thread keeps it for up to the switch interval (5 ms by default) whenever the
         # loop wants it back. 1 ms keeps the loop's waits short (issue 11: health p99 <= 50 ms).
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-        if not await anyio.to_thread.run_sync(hub.dispatcher.wait_ready, CHILD_READY_SECONDS):
-            log.warning("the processing process is not ready after %d s; serving anyway", CHILD_READY_SECONDS)
         writer = hub.delivery_writer
         if isinstance(writer, ProcessWriter):
-            writer.start()
+            writer.start()  # before waiting for the processing process: the two import side by side
+        if not await anyio.to_thread.run_sync(hub.dispatcher.wait_ready, CHILD_READY_SECONDS):
+            log.warning("the processing process is not ready after %d s; serving anyway", CHILD_READY_SECONDS)
         if isinstance(writer, ProcessWriter) and not await anyio.to_thread.run_sync(writer.wait_ready,
                                                                                       CHILD_READY_SECONDS):
             log.warning("the delivery writer process is not ready after %d s; serve writes deliveries itself "

@@ -177,7 +177,7 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     parse_error: MalformedPayload | None = None
     envelope: Envelope | None = None
     try:
-        envelope = adapter.parse(body, headers)
+        envelope = adapter.admit(body, headers)  # no title or sender: processing builds them
     except MalformedPayload as exc:
         parse_error = exc
     if envelope is not None and envelope.handshake is not None:

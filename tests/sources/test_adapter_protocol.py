@@ -46,3 +46,10 @@ def test_options_are_read_from_the_source_row() -> None:
 
     assert SourceOptions.of(Row()) == SourceOptions(allow_legacy_sha1=True)
     assert SourceOptions.of(object()) == NO_OPTIONS
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_every_adapter_admits_with_the_signature_of_parse(provider: str) -> None:
+    # The receiver calls admit() (issue 11); every adapter has it, by default parse itself.
+    adapter = adapter_for(provider)
+    assert list(inspect.signature(adapter.admit).parameters) == list(inspect.signature(adapter.parse).parameters)

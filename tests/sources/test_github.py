@@ -135,3 +135,42 @@ def test_sender_ids_must_be_positive_integers(sid: object) -> None:
 def test_event_header_naming_a_missing_object_gives_no_title() -> None:
     env = ADAPTER.parse(b'{"action": "opened", "issue": {"number": 1, "title": "t"}}', _headers("discussion"))
     assert env.title is None and env.summary
+
+
+_MALFORMED = [  # (body, content type, event header, delivery header) the receiver must refuse
+    (b'{"x":"\xff"}', "application/json", "issues", "d"), (b"[1,2]", "application/json", "issues", "d"),
+    (b"", "application/json", "issues", "d"), (b'{"a": NaN}', "application/json", "issues", "d"),
+    (b"[" * 100000, "application/json", "issues", "d"), (b'{"a": 1, "a": 2}', "application/json", "issues", "d"),
+    (b'{"a": "x\\u0000"}', "application/json", "issues", "d"), (b"\xef\xbb\xbf{}", "application/json", "issues", "d"),
+    (b'{"n": 1e999}', "application/json", "issues", "d"), (b'{"action": 7}', "application/json", "issues", "d"),
+    (b"zen=1", "application/x-www-form-urlencoded", "ping", "d"),
+    (b"payload=%7B%7D&note=x", "application/x-www-form-urlencoded", "ping", "d"),
+    (b"payload=%EF%BB%BF%7B%7D", "application/x-www-form-urlencoded", "ping", "d"),
+    (b'{"action":"opened"}', "application/json", "</channel>", "d"),
+    (b'{"action":"opened"}', "application/json", "issues", ""),
+]
+
+
+def _outcome(parse: object, body: bytes, headers: dict[str, str]) -> tuple[object, ...]:
+    try:
+        env = parse(body, headers)  # type: ignore[operator]
+    except Exception as exc:  # noqa: BLE001 - the comparison is the point
+        return ("refused", type(exc).__name__, getattr(exc, "code", None), str(exc))
+    return ("admitted", env.kind, env.handshake, env.payload)
+
+
+@pytest.mark.parametrize("case", [*(("shared", p.name) for p in sorted(CASES.joinpath("github").glob("*.json"))),
+                                  *(("malformed", i) for i in range(len(_MALFORMED)))])
+def test_the_receivers_admit_refuses_and_names_exactly_as_parse(case: tuple[str, object]) -> None:
+    # Issue 11: the receiver calls admit() (no title or sender, a third of the parse); a body it
+    # admits must parse in processing with the same kind, and one parse refuses must be refused
+    # at the door with the same error.
+    if case[0] == "shared":
+        name = str(case[1])
+        body, headers = CASES.joinpath("github", name).read_bytes(), _headers(name.split(".", 1)[0])
+    else:
+        body, content_type, event, delivery = _MALFORMED[int(case[1])]  # type: ignore[call-overload]
+        headers = {"x-github-event": event, "content-type": content_type, "x-github-delivery": delivery}
+    admitted = _outcome(ADAPTER.admit, body, headers)
+    assert admitted == _outcome(ADAPTER.parse, body, headers)
+    assert admitted[0] == ("admitted" if case[0] == "shared" else "refused")
