@@ -26,7 +26,7 @@ SMALL = {
 @pytest.mark.parametrize("script", sorted(SMALL))
 def test_bench_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-P", str(ROOT / "bench" / script), *SMALL[script]], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False,
+                          capture_output=True, text=True, timeout=600, check=False,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SWITCHBOARD_HOME": str(tmp_path / "i")})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip(), "a bench prints its figures"
