@@ -23,6 +23,7 @@ SMALL = {
 }
 
 
+@pytest.mark.timeout(900)  # a loaded 2-core machine: servers start in tens of seconds (CI)
 @pytest.mark.parametrize("script", sorted(SMALL))
 def test_bench_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-P", str(ROOT / "bench" / script), *SMALL[script]], cwd=ROOT,
