@@ -17,6 +17,7 @@ Expected output is every ``#   `` line under a command; ``...`` matches anything
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,6 +90,12 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
                 server = subprocess.Popen(["bash", "-c", command], cwd=clone, env=env,
                                           stdout=log.open("wb"), stderr=subprocess.STDOUT)
                 wait_for(lambda server=server: _healthy(port, server), timeout=60, interval=0.2)
+                # The source URLs are listed (a database read in a thread) after the banner, while
+                # serve already answers: wait for the lines, not only for the health check.
+                with contextlib.suppress(TimeoutError, AssertionError):
+                    wait_for(lambda log=log, expected=expected: all(
+                        any(_pattern(line).fullmatch(got.strip()) for got in log.read_text().splitlines())
+                        for line in expected), timeout=30, interval=0.2)
                 output = log.read_text()
             elif command.startswith("SRC=src_..."):
                 src = re.search(r"^source (src_\w+)$", outputs["source add"], re.MULTILINE).group(1)
