@@ -176,8 +176,12 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     body_digest = adapter.body_digest(headers, body)
     parse_error: MalformedPayload | None = None
     envelope: Envelope | None = None
+    # Admitted on the headers as stored (redacted, each value cut to 1,000 characters), the
+    # ones processing parses again: a value padded past the cut (b"\xa0" * 1000 + id, which
+    # str.strip() would have emptied only after it) was acked 202 here and refused there.
+    stored_headers = redacted_headers(headers)
     try:
-        envelope = adapter.admit(body, headers)  # no title or sender: processing builds them
+        envelope = adapter.admit(body, stored_headers)  # no title or sender: processing builds them
     except MalformedPayload as exc:
         parse_error = exc
     if envelope is not None and envelope.handshake is not None:
@@ -189,7 +193,7 @@ async def _receive(hub: Hub, request: Request, source_id: str) -> Response:
     row = {
         "id": new_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
         "dedup_key": dedup_key, "body_digest": body_digest, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
-        "content_type": headers.get("content-type", "")[:200] or None, "headers": redacted_headers(headers),
+        "content_type": headers.get("content-type", "")[:200] or None, "headers": stored_headers,
         "raw_body": body, "body_bytes": len(body), "human_id": None, "quarantine_reason": None,
         "error_code": None, "error_detail": None, "todo_id": None, "process_failures": 0,
         "received_at": hub.clock.now(), "processed_at": None, "released_at": None, "released_by": None,

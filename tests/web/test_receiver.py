@@ -290,3 +290,24 @@ def test_legacy_sha1_only_when_the_source_opts_in(live: LiveApp) -> None:
     assert live.post_hook(body, forged).status_code == 401
     bad_256 = dict(sha1_only, **{"X-Hub-Signature-256": "sha256=" + "0" * 64, "X-GitHub-Delivery": "third"})
     assert live.post_hook(body, bad_256).status_code == 401  # SHA-256 present: it decides
+
+
+def test_the_door_reads_the_headers_processing_reads(live: LiveApp) -> None:
+    """The receiver admits on the headers as stored (each value cut to 1,000 characters), the
+    ones processing parses again. A review (issue 11): a delivery id of 1,000 no-break spaces
+    then ``abc`` was ``abc`` at the door (``str.strip``) and empty once stored: acked 202, then
+    failed in processing with its body dropped."""
+    padded = b"\xa0" * 1000 + b"abc"
+    raw = [(k.encode(), v.encode()) for k, v in github_headers(ISSUE, live.world.secret).items()
+           if k != "X-GitHub-Delivery"] + [(b"X-GitHub-Delivery", padded)]
+    resp = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=ISSUE, headers=raw)
+    assert resp.status_code == 400 and resp.json()["code"] == "malformed_request", resp.text
+    assert _count(live, Delivery) == 0
+    # An event name padded past the cut: stored under the event processing reads, not another.
+    raw = [(k.encode(), v.encode()) for k, v in github_headers(ISSUE, live.world.secret).items()
+           if k != "X-GitHub-Event"] + [(b"X-GitHub-Event", b"\xa0" * 999 + b"issues")]
+    resp = httpx2.post(f"{live.url}/hooks/{live.world.source_id}", content=ISSUE, headers=raw)
+    assert resp.status_code == 202, resp.text
+    received = _delivery(live, resp.json()["delivery_id"]).event
+    assert received == "i.opened"
+    assert _processed(live, resp.json()["delivery_id"]).event == received
