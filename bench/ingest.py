@@ -210,21 +210,19 @@ def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen[
     """Start ``args`` and wait until ``port`` accepts (up to 180 s: under the full test suite a
     2-core machine took over 30 s to import and migrate). A process that exits first, or never
     listens, ends the bench with the tail of its stderr."""
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(args, env=checkout_env(env), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
-    started = time.monotonic()
-    while time.monotonic() < started + 180 and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            log.close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    proc.wait()
-    log.seek(0)
-    tail = log.read()[-2000:].decode(errors="replace")
-    log.close()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(args, env=checkout_env(env), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+        started = time.monotonic()
+        while time.monotonic() < started + 180 and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return proc
+            except OSError:
+                time.sleep(0.1)
+        proc.kill()
+        proc.wait()
+        log.seek(0)
+        tail = log.read()[-2000:].decode(errors="replace")
     raise SystemExit(f"server on port {port} did not start in {time.monotonic() - started:.0f} s "
                      f"(exit code {proc.returncode}): {' '.join(args)}\n{tail}")
 

@@ -56,6 +56,11 @@ def _pattern(expected: str) -> re.Pattern[str]:
     return re.compile(".*?".join(re.escape(part) for part in expected.split("...")))
 
 
+def _printed(output: str, expected: str) -> bool:
+    """Some line of ``output`` is ``expected`` (``...`` matching anything)."""
+    return any(_pattern(expected).fullmatch(got.strip()) for got in output.splitlines())
+
+
 def _clone_with_venv(tmp_path: Path) -> tuple[Path, Path]:
     clone = tmp_path / "switchboard"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
@@ -92,10 +97,9 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
                 wait_for(lambda server=server: _healthy(port, server), timeout=60, interval=0.2)
                 # The source URLs are listed (a database read in a thread) after the banner, while
                 # serve already answers: wait for the lines, not only for the health check.
-                with contextlib.suppress(TimeoutError, AssertionError):
-                    wait_for(lambda log=log, expected=expected: all(
-                        any(_pattern(line).fullmatch(got.strip()) for got in log.read_text().splitlines())
-                        for line in expected), timeout=30, interval=0.2)
+                with contextlib.suppress(AssertionError):  # the check below names the missing line
+                    wait_for(lambda log=log, expected=expected: all(_printed(log.read_text(), line) for line in expected),
+                             timeout=30, interval=0.2)
                 output = log.read_text()
             elif command.startswith("SRC=src_..."):
                 src = re.search(r"^source (src_\w+)$", outputs["source add"], re.MULTILINE).group(1)
@@ -120,7 +124,7 @@ def test_readme_quick_start_first_local_test_and_mcp_example_from_a_clean_clone(
                 output = proc.stdout + proc.stderr
             outputs[" ".join(command.split()[1:3])] = output
             for line in expected:
-                assert any(_pattern(line).fullmatch(got.strip()) for got in output.splitlines()), \
+                assert _printed(output, line), \
                     f"`{command}` did not print `{line}`:\n{output}"
         assert (clone / "instance" / "switchboard.db").exists()  # the documented ./instance
 

@@ -95,7 +95,13 @@ def generate_key_ring() -> KeyRing:
 
 def key_file(settings: Settings) -> Path:
     """``<home>/vault.keys``."""
-    return Path(settings.home) / KEY_FILE
+    return Path(key_file_name(str(settings.home)))
+
+
+def key_file_name(home: str) -> str:
+    """:func:`key_file` as a ``str`` from the home folder's: for :func:`load_key_ring`'s stat on
+    every use, where building a ``Path`` cost 4 times the system call (issue 11)."""
+    return os.path.join(home, KEY_FILE)
 
 
 def write_key_file(path: Path, ring: KeyRing) -> None:
@@ -154,13 +160,12 @@ def load_key_ring(settings: Settings, *, fresh: bool = False) -> KeyRing:
     home = str(settings.home)
     cache_key = (home, settings.vault_keys)
     # A key file changed by `switchboard vault rotate` in another process is picked up on the
-    # next use (one stat() a call), so a running server never seals under a retired key. On a
-    # str path: pathlib's Path building and Path.stat cost 4 times the system call (issue 11: a
-    # seal in the delivery writer and an open in processing per delivery).
+    # next use (one stat() a call: a seal in the delivery writer and an open in processing per
+    # delivery), so a running server never seals under a retired key.
     stamp = 0
     if not settings.vault_keys:
         try:
-            stamp = os.stat(os.path.join(home, KEY_FILE)).st_mtime_ns
+            stamp = os.stat(key_file_name(home)).st_mtime_ns
         except OSError:
             stamp = -1
     with _RINGS_LOCK:

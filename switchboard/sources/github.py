@@ -102,7 +102,7 @@ class GitHubSource(BaseSource):
         event, action, payload = self._read(body, headers)
         sender = _sender(payload)
         if event == "ping":
-            return Envelope(event, None, payload, sender, title=None,
+            return Envelope(event, action, payload, sender, title=None,
                             summary=f"Ping from hook {one_line(payload.get('hook_id', ''), 40)}")
         title = title_for(event, action, payload)
         summary = None if title else one_line(f"GitHub {event}{'.' + action if action else ''} in {_repo(payload)}")
@@ -111,11 +111,11 @@ class GitHubSource(BaseSource):
     def admit(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
         """:meth:`parse` without the title, summary and sender (the receiver's check; see
         :meth:`~switchboard.sources.base.BaseSource.admit`). Same errors as :meth:`parse`."""
-        event, action, payload = self._read(body, headers)
-        return Envelope(event, None if event == "ping" else action, payload)
+        return Envelope(*self._read(body, headers))
 
     def _read(self, body: bytes, headers: Mapping[str, str]) -> tuple[str, str | None, dict[str, Any]]:
-        """The event, the action (one line, or ``None``) and the payload; raises as :meth:`parse`."""
+        """The event, the action (one line; ``None`` when absent, empty, or a ping's) and the
+        payload; raises as :meth:`parse`."""
         event = headers.get("x-github-event", "").strip()
         if not _EVENT.fullmatch(event):
             raise MalformedRequest("X-GitHub-Event must be a GitHub event name (lowercase letters, digits, '_')")
@@ -137,7 +137,7 @@ class GitHubSource(BaseSource):
         # ``action`` is free text where the sender chooses it (``repository_dispatch``'s
         # event_type, up to 100 characters: ``deploy-staging``); GitHub promises a string, no
         # more, so nothing else is refused (issue 12 #5). It is kept on one line for kinds.
-        action = one_line(raw_action, 100) or None if raw_action is not None else None
+        action = one_line(raw_action, 100) or None if raw_action is not None and event != "ping" else None
         return event, action, payload
 
 
