@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import httpx2
+import pytest
 from sqlalchemy import delete, func, select
+from starlette.responses import JSONResponse
 
 from switchboard import admin
 from switchboard.config import Settings
@@ -311,3 +313,68 @@ def test_the_door_reads_the_headers_processing_reads(live: LiveApp) -> None:
     received = _delivery(live, resp.json()["delivery_id"]).event
     assert received == "i.opened"
     assert _processed(live, resp.json()["delivery_id"]).event == received
+
+
+def _answers(client: object, world: World) -> list[tuple[int, object, list[str]]]:
+    """One request of each outcome the receiver has, answered as (status, body, header names)."""
+    post = client.post  # type: ignore[attr-defined]
+    hook = f"/hooks/{world.source_id}"
+    first = github_headers(ISSUE, world.secret)
+    sent = [
+        post(hook, content=ISSUE, headers=first),  # 202
+        post(hook + "/", content=ISSUE, headers=first),  # 200 duplicate, trailing slash
+        post(hook, content=ISSUE, headers=github_headers(ISSUE, "wrong")),  # 401
+        post(hook, content=ISSUE, headers={**github_headers(ISSUE, world.secret), "X-GitHub-Delivery": ""}),  # 400
+        post(hook, content=b"[1]", headers=github_headers(b"[1]", world.secret)),  # 400, stored as failed
+        post(hook, content=b"x" * 70000, headers=github_headers(b"x" * 70000, world.secret)),  # 413
+        post("/hooks/src_" + "a" * 26, content=ISSUE, headers=first),  # 404
+        post(hook, content=ISSUE, headers={**github_headers(ISSUE, world.secret), "X-Request-ID": "edge-7"}),
+    ]
+    answers = []
+    for resp in sent:
+        body = resp.json() if resp.content else None
+        if isinstance(body, dict) and "delivery_id" in body:
+            assert resp.content == JSONResponse(body, status_code=resp.status_code).body  # the same bytes
+            body["delivery_id"] = body["delivery_id"][:4]
+        names = sorted(k for k in resp.headers if k != "x-request-id")
+        answers.append((resp.status_code, body, names))
+    assert sent[-1].headers["x-request-id"] == "edge-7" and sent[0].headers["x-request-id"].startswith("req_")
+    return answers
+
+
+def test_the_hook_stack_answers_as_the_router_did(tmp_path: Path) -> None:
+    """Issue 11: ``POST /hooks/<id>`` is served by a short stack of its own (the same middleware,
+    error handler and receiver, not Starlette's router and exception layers). Every outcome is
+    answered as through the router, which still serves a delivery under a root path."""
+    from starlette.testclient import TestClient
+
+    from switchboard.web.asgi import create_app
+
+    answers = {}
+    for way in ("hook stack", "router"):
+        world = configure(Settings(home=tmp_path / way.replace(" ", "_"), max_body_bytes=65536))
+        app = create_app(world.settings, migrate=False)
+        assert app.hook_stack is not None
+        if way == "router":
+            app.hook_stack = None
+        with TestClient(app) as client:
+            answers[way] = _answers(client, world)
+    assert [status for status, _, _ in answers["router"]] == [202, 200, 401, 400, 400, 413, 404, 200]
+    assert answers["hook stack"] == answers["router"]
+
+
+def test_a_crash_in_the_receiver_is_a_500_problem_on_the_hook_stack(world: World,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from starlette.testclient import TestClient
+
+    from switchboard.sources import github
+    from switchboard.web.asgi import create_app
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(github.GitHubSource, "verify", broken)
+    app = create_app(world.settings, migrate=False)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        resp = client.post(f"/hooks/{world.source_id}", content=ISSUE, headers=github_headers(ISSUE, world.secret))
+    assert resp.status_code == 500 and resp.json()["code"] == "internal" and "a bug" not in resp.text
