@@ -33,12 +33,19 @@ PROVIDERS = ("github", "gitea", "forgejo", "gitlab", "slack", "discord", "teams"
 """Every provider a source can be configured for (``switchboard source add --provider``)."""
 
 
+_ADAPTERS: dict[str, SourceAdapter] = {}
+"""The adapters by provider, filled on the first call (the provider modules import this one)."""
+
+
 def adapter_for(provider: str) -> SourceAdapter:
     """Return the adapter for ``provider``.
 
     Raises:
         InvalidArgument: unknown provider.
     """
+    adapter = _ADAPTERS.get(provider)
+    if adapter is not None:
+        return adapter
     from switchboard.sources import (
         discord,
         gitea,
@@ -57,6 +64,7 @@ def adapter_for(provider: str) -> SourceAdapter:
         "mattermost": mattermost.ADAPTER, "telegram": telegram.ADAPTER,
         "standard_webhooks": standard_webhooks.ADAPTER,
     }
+    _ADAPTERS.update(adapters)
     try:
         return adapters[provider]
     except KeyError:

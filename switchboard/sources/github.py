@@ -13,9 +13,9 @@ Source: https://docs.github.com/en/webhooks/webhook-events-and-payloads
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from switchboard.clock import Clock
@@ -88,7 +88,10 @@ class GitHubSource(BaseSource):
         if not delivery:
             return None
         hook = headers.get("x-github-hook-id", "").strip()
-        return "github:" + hashlib.sha256(json.dumps([hook, delivery]).encode("utf-8")).hexdigest()
+        # json.dumps([hook, delivery]) spelled out (its default encoder quotes strings with this
+        # function): the same bytes, so keys stored by earlier versions still match.
+        pair = "[" + encode_basestring_ascii(hook) + ", " + encode_basestring_ascii(delivery) + "]"
+        return "github:" + hashlib.sha256(pair.encode("utf-8")).hexdigest()
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Envelope:
         """Parse a verified delivery into an :class:`Envelope` with its title.

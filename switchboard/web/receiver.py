@@ -39,7 +39,7 @@ from switchboard.errors import (
     VerificationFailed,
 )
 from switchboard.models.base import new_id
-from switchboard.sources import Envelope, SourceOptions, adapter_for
+from switchboard.sources import Envelope
 from switchboard.web.ingest import NO_SUCH_SOURCE, STALE, CachedSource, known_source, read_stamp
 from switchboard.web.problems import from_error, problem
 
@@ -163,11 +163,11 @@ async def _source(hub: Hub, source_id: str, fresh: bool = False) -> CachedSource
     return entry
 
 
-def _verify(hub: Hub, adapter: Any, entry: CachedSource, body: bytes, headers: dict[str, str]) -> None:
+def _verify(hub: Hub, entry: CachedSource, body: bytes, headers: dict[str, str]) -> None:
     if not entry.secrets:
         raise SourceUnconfigured()
     try:
-        adapter.verify(body, headers, list(entry.secrets), hub.clock, SourceOptions.of(entry.source))
+        entry.adapter.verify(body, headers, list(entry.secrets), hub.clock, entry.options)
     except (VerificationFailed, MalformedRequest):
         # One generic 401 for every verification failure, whatever the header's shape: no oracle
         # for attackers, and Discord's endpoint checker requires 401 (issue 12 #1).
@@ -182,7 +182,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     if declared is not None and not declared.strip().isdigit():
         return problem(400, "malformed_request", "Content-Length is not a number")
     body = await _read_body(receive, declared, hub.settings.max_body_bytes)
-    adapter = adapter_for(entry.source.provider)
+    adapter = entry.adapter
     if adapter.health_check(body, dict(pairs)):
         hub.counters["health_checks"] += 1
         return Response(status_code=200)
@@ -194,12 +194,12 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
             raise MalformedRequest(f"header {name} is sent more than once")
         headers[name] = value
     try:
-        _verify(hub, adapter, entry, body, headers)
+        _verify(hub, entry, body, headers)
     except (VerificationFailed, SourceUnconfigured):
         # The cache may predate a rotation: refuse only against freshly read secrets.
         entry = await _source(hub, source_id, fresh=True)
-        adapter = adapter_for(entry.source.provider)
-        _verify(hub, adapter, entry, body, headers)
+        adapter = entry.adapter
+        _verify(hub, entry, body, headers)
 
     dedup_key = adapter.dedup_key(headers, body)
     body_digest = adapter.body_digest(headers, body)
@@ -216,7 +216,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     if envelope is not None and envelope.handshake is not None:
         if not await anyio.to_thread.run_sync(_still_current, hub, entry):
             entry = await _source(hub, source_id, fresh=True)
-            _verify(hub, adapter_for(entry.source.provider), entry, body, headers)
+            _verify(hub, entry, body, headers)
         return answered_handshake(hub, envelope)
 
     row = {
@@ -239,8 +239,8 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
             break
         # The source or its secrets changed after we verified: verify again against fresh rows.
         entry = await _source(hub, source_id, fresh=True)
-        adapter = adapter_for(entry.source.provider)
-        _verify(hub, adapter, entry, body, headers)
+        adapter = entry.adapter
+        _verify(hub, entry, body, headers)
         row["project_id"] = entry.source.project_id
     else:
         raise DependencyUnavailable("the source keeps changing; retry the delivery")

@@ -75,6 +75,25 @@ def test_unparseable_bodies_raise_malformed_payload(body: bytes, content_type: s
         ADAPTER.parse(body, _headers("issues", content_type))
 
 
+def test_dedup_key_is_the_one_earlier_versions_stored() -> None:
+    # Issue 11 builds the key without json.dumps; a key that changed would let every delivery
+    # GitHub redelivers after an upgrade through as new. Pinned value, and the old recipe on
+    # strings that JSON escapes (quotes, backslashes, controls, non-ASCII, a lone surrogate).
+    import hashlib
+    import random
+
+    key = ADAPTER.dedup_key({"x-github-hook-id": "1", "x-github-delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}, b"")
+    assert key == "github:" + hashlib.sha256(b'["1", "72d3162e-cc78-11e3-81ab-4c9367dc0958"]').hexdigest()
+    pick = random.Random(11).choice
+    for _ in range(3000):
+        hook, delivery = ("".join(pick('a"\\\n\x00é😀\u2028\ud800 -') for _ in range(n)) for n in (3, 6))
+        if not delivery.strip():
+            continue
+        old = json.dumps([hook.strip(), delivery.strip()]).encode("utf-8")
+        assert ADAPTER.dedup_key({"x-github-hook-id": hook, "x-github-delivery": delivery}, b"") == \
+            "github:" + hashlib.sha256(old).hexdigest()
+
+
 def test_dedup_key_combines_hook_and_delivery() -> None:
     one = ADAPTER.dedup_key({"x-github-hook-id": "5:x", "x-github-delivery": "y"}, b"")
     two = ADAPTER.dedup_key({"x-github-hook-id": "5", "x-github-delivery": "x:y"}, b"")
