@@ -142,7 +142,7 @@ def verify(body: bytes, headers: Mapping[str, str], secrets: Sequence[str], cloc
         else:
             ed_keys.append(Ed25519PublicKey.from_public_bytes(key.material))
     content = f"{msg_id}.{raw_ts}.".encode("ascii") + body
-    expected = [hmac.new(k, content, hashlib.sha256).digest() for k in hmac_keys]
+    expected = [hmac.digest(k, content, "sha256") for k in hmac_keys]
 
     ok = False
     for entry in signatures.split(" "):

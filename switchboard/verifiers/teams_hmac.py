@@ -67,6 +67,6 @@ def verify(body: bytes, headers: Mapping[str, str], tokens: Sequence[str]) -> No
             key = decode_token(token)
         except ValueError:
             continue  # refused at configuration time
-        ok |= hmac.compare_digest(hmac.new(key, body, hashlib.sha256).digest(), given)
+        ok |= hmac.compare_digest(hmac.digest(key, body, "sha256"), given)
     if not ok:
         raise SignatureMismatch()
