@@ -43,7 +43,7 @@ from switchboard.errors import DependencyUnavailable, SwitchboardError
 from switchboard.queue.child import hook_exit, reap, supervise, wait_ready
 from switchboard.web.ingest import STALE, DeliveryWriter, Outcome, hand_off
 from switchboard.web.ingest import STORE_FAILED as _STORE_FAILED
-from switchboard.web.writer_main import writer_main
+from switchboard.web.writer_main import to_pipe, writer_main
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -204,7 +204,8 @@ class ProcessWriter:
                     asyncio.ensure_future(self._write_here(entry.future, row, stamp, dispatch))
             return
         try:
-            link.transport.writelines(_frame(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)))
+            message = [(seq, to_pipe(row), stamp, dispatch) for seq, row, stamp, dispatch in out]
+            link.transport.writelines(_frame(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)))
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: these requests get their 503
             log.warning("could not send %d deliveries to the writer process (%s)", len(out), type(exc).__name__)
             self._fail([item[0] for item in out])

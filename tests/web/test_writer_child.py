@@ -93,6 +93,47 @@ def test_deliveries_are_stored_by_the_child_and_acknowledged_after_its_commit(wo
         wait_for(lambda: _processed(world) == 24, timeout=30)
 
 
+def test_received_at_crosses_the_pipe_exactly(world: World) -> None:
+    """Issue 11: ``received_at`` goes to the child as microseconds since the epoch (pickling
+    ``timezone.utc`` was most of a message's pickle on the event loop); it comes back the same
+    aware UTC datetime, to the microsecond, and is stored as the receiver stamped it."""
+    import pickle
+    import random
+    from datetime import datetime, timedelta, timezone
+
+    from switchboard.web.writer_main import from_pipe, to_pipe
+
+    pick = random.Random(5)
+    moments = [datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+               datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)]
+    moments += [datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=pick.randrange(253_000_000_000_000_000))
+                for _ in range(2000)]
+    for at in moments:
+        row = {"id": "dlv_x", "received_at": at}
+        sent = to_pipe(row)
+        assert type(sent["received_at"]) is int and row["received_at"] is at  # the receiver's row untouched
+        back = from_pipe(pickle.loads(pickle.dumps(sent)))["received_at"]
+        assert back == at and back.tzinfo is timezone.utc
+    other = datetime(2026, 12, 5, 20, 0, tzinfo=timezone(timedelta(hours=1)))
+    assert to_pipe({"received_at": other})["received_at"] is other  # sent as it is
+
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for url, hub in serve_in_thread(settings):
+        assert isinstance(hub.delivery_writer, ProcessWriter) and hub.delivery_writer.healthy()
+        before = datetime.now(timezone.utc)
+        resp = _post(url, world, _bodies(1, "stamp")[0], "stamp-0")
+        after = datetime.now(timezone.utc)
+        assert resp.status_code == 202
+        from switchboard.models import Delivery
+
+        with hub.db.read() as s:
+            stored = s.get(Delivery, resp.json()["delivery_id"])
+            assert stored is not None
+            received = stored.received_at
+    received = received if received.tzinfo else received.replace(tzinfo=timezone.utc)
+    assert before <= received <= after
+
+
 def _processed(world: World) -> int:
     conn = sqlite3.connect(world.settings.home / "switchboard.db")
     try:
