@@ -41,6 +41,7 @@ def test_json_logs_carry_the_request_id_and_never_the_signature(tmp_path: Path) 
     log = server.log()
     json_lines = [json.loads(line) for line in log.splitlines() if line.strip()]  # every line is JSON
     assert any(r["logger"].startswith("uvicorn") for r in json_lines)  # the server's own lines too
+    assert any(r["logger"] == "uvicorn.access" and "/hooks/" in r["message"] for r in json_lines)  # at INFO
     assert any(r["logger"] == "switchboard.serve" and src["id"] in r["message"] for r in json_lines)
     for leak in (forged, "cd" * 32, "body-text", src["secret"]):
         assert leak not in log

@@ -77,11 +77,13 @@ def serve(host: str | None, port: int | None) -> None:
     from switchboard.web.server_protocol import uvicorn_options
 
     # log_config=None: uvicorn's loggers go through the root handlers and their redaction filter
-    # (issue 13 item 6), in both log formats.
+    # (issue 13 item 6), in both log formats. Access lines are INFO: above that level uvicorn
+    # would still build each one's arguments (client address, path) before dropping it (issue 11).
     _record_while_serving(app, settings)
     server = _announcing_server(settings, banner)(uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
-        proxy_headers=False, log_config=None, **uvicorn_options(settings)))
+        proxy_headers=False, log_config=None, access_log=settings.log_level in ("DEBUG", "INFO"),
+        **uvicorn_options(settings)))
     try:
         server.run(sockets=[listener])
     except KeyboardInterrupt:

@@ -21,7 +21,6 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -94,36 +93,29 @@ HOOK_PATH = re.compile(r"/hooks/([^/]+)/?")
 parameter is ``[^/]+``)."""
 
 
-class SwitchboardApp(Starlette):
-    """Starlette, with ``POST /hooks/<source_id>`` served by a shorter stack of its own.
+class HookShortcut:
+    """The innermost middleware: ``POST /hooks/<source_id>`` (with or without the trailing
+    slash, no root path) goes straight to the receiver; everything else to Starlette's
+    exception layer and router, which reach the same receiver for a delivery under a root path.
 
-    A delivery goes through the same error handler (500 problem), the same middleware in the same
-    order (request id, proxy headers, :class:`RequestGuard`) and the same
-    :class:`~switchboard.web.receiver.HookReceiver` as through the router, but not through
-    Starlette's exception layers, router and route: with them the webhook path spent about a
-    seventh of its time on the event loop in framework code (issue 11). Every other request,
-    and a delivery under a root path, goes the usual way.
+    A delivery has been through the whole stack by then (the error handler's 500 problem, the
+    request id, the proxy headers, :class:`RequestGuard` and its body places, one instance for
+    every request); it skips only Starlette's exception wrappers, router, route and ``Request``,
+    which were about a seventh of its time on the event loop (issue 11).
     """
 
-    hook_stack: ASGIApp | None = None
-
-    def serve_hooks(self, receiver: ASGIApp, crashed: Any) -> None:
-        """Build :attr:`hook_stack`: ``receiver`` inside this app's middleware and error handler."""
-        app = receiver
-        for cls, args, kwargs in reversed(self.user_middleware):
-            app = cls(app, *args, **kwargs)
-        self.hook_stack = ServerErrorMiddleware(app, handler=crashed, debug=self.debug)
+    def __init__(self, app: ASGIApp, receiver: ASGIApp) -> None:
+        self.app = app
+        self.receiver = receiver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and self.hook_stack is not None \
-                and not scope.get("root_path"):
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             match = HOOK_PATH.fullmatch(scope["path"])
             if match is not None:
-                scope["app"] = self
                 scope["path_params"] = {"source_id": match[1]}
-                await self.hook_stack(scope, receive, send)
+                await self.receiver(scope, receive, send)
                 return
-        await super().__call__(scope, receive, send)
+        await self.app(scope, receive, send)
 
 
 def _with_405s(routes: list[Any]) -> list[Any]:
@@ -153,7 +145,7 @@ def _wrong_method(path: str, allowed: str) -> Any:
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None, migrate: bool = True,
-               settle: bool = False) -> SwitchboardApp:
+               settle: bool = False) -> Starlette:
     """Build the ASGI app.
 
     Args:
@@ -261,9 +253,9 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None, mig
     if settings.trusted_proxies:
         middleware.append(Middleware(ForwardedHost, trusted=settings.trusted_proxies))
     middleware.append(Middleware(RequestGuard, hub=hub))  # after the proxy headers are settled
-    app = SwitchboardApp(routes=routes, lifespan=lifespan, middleware=middleware,
-                         exception_handlers={HTTPException: not_found, Exception: crashed})
-    app.serve_hooks(hooks, crashed)
+    middleware.append(Middleware(HookShortcut, receiver=hooks))  # innermost: after the guard
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
+                    exception_handlers={HTTPException: not_found, Exception: crashed})
     app.state.hub = hub
     app.state.revocation_watch = watch
     app.state.mcp_sessions = session_manager

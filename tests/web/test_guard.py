@@ -14,6 +14,7 @@ import httpx2
 import pytest
 
 from switchboard import admin
+from switchboard.config import Settings
 from switchboard.hub import Hub
 from tests.conftest import LiveApp, World, configure, github_headers, serve_in_thread, wait_for
 
@@ -495,3 +496,25 @@ def test_a_body_that_is_not_json_rpc_on_mcp_says_what_one_needs(live: LiveApp) -
     assert body["code"] == "invalid_argument" and body["detail"].startswith("not a JSON-RPC 2.0 message")
     assert body["error"]["message"] == body["detail"] and isinstance(body["error"]["code"], int)
     assert "pydantic" not in resp.text and len(resp.content) < 1000
+
+
+def test_one_source_place_is_shared_by_posts_and_other_methods(settings: Settings) -> None:
+    # A review of issue 11's shortcut for deliveries: a second middleware stack for POSTs had
+    # its own RequestGuard, so POSTs and the bodies of PUT/PATCH/DELETE to a hook URL (read
+    # before the route's 405) counted in separate places and the bound per source doubled.
+    settings = settings.with_overrides(body_timeout_seconds=60, source_body_concurrency=1)
+    world = configure(settings)
+    for url, _ in serve_in_thread(settings):
+        host, port = url.removeprefix("http://").split(":")
+        hook = f"{url}/hooks/{world.source_id}"
+        sock = socket.create_connection((host, int(port)), timeout=10)
+        try:
+            sock.sendall(f"PUT /hooks/{world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{{"
+                         .encode())
+            # The slow PUT holds the source's one place: another PUT is refused 429, and so is a POST.
+            wait_for(lambda: httpx2.put(hook, content=b"{}", timeout=30).status_code == 429, timeout=10)
+            body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t"}}).encode()
+            resp = httpx2.post(hook, content=body, headers=github_headers(body, world.secret), timeout=30)
+            assert resp.status_code == 429, (resp.status_code, resp.text)
+        finally:
+            sock.close()

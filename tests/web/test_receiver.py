@@ -342,28 +342,37 @@ def _answers(client: object, world: World) -> list[tuple[int, object, list[str]]
     return answers
 
 
-def test_the_hook_stack_answers_as_the_router_did(tmp_path: Path) -> None:
-    """Issue 11: ``POST /hooks/<id>`` is served by a short stack of its own (the same middleware,
-    error handler and receiver, not Starlette's router and exception layers). Every outcome is
-    answered as through the router, which still serves a delivery under a root path."""
+def test_the_hook_shortcut_answers_as_the_router_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11: ``POST /hooks/<id>`` goes from the innermost middleware straight to the
+    receiver (``asgi.HookShortcut``), not through Starlette's exception layer, router and route.
+    Every outcome is answered as through the router, which still serves a delivery under a
+    root path."""
+    import re
+
+    from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from switchboard.web.asgi import create_app
+    from switchboard.web import asgi
 
     answers = {}
-    for way in ("hook stack", "router"):
-        world = configure(Settings(home=tmp_path / way.replace(" ", "_"), max_body_bytes=65536))
-        app = create_app(world.settings, migrate=False)
-        assert app.hook_stack is not None
-        if way == "router":
-            app.hook_stack = None
-        with TestClient(app) as client:
-            answers[way] = _answers(client, world)
+    for way in ("shortcut", "router"):
+        world = configure(Settings(home=tmp_path / way, max_body_bytes=65536))
+        app = asgi.create_app(world.settings, migrate=False)
+        with monkeypatch.context() as patch:
+            if way == "router":
+                patch.setattr(asgi, "HOOK_PATH", re.compile(r"(?!)"))  # never matches
+            else:
+                def routed(*args: object) -> None:
+                    raise AssertionError("a delivery went through the router")
+
+                patch.setattr(Route, "handle", routed)
+            with TestClient(app) as client:
+                answers[way] = _answers(client, world)
     assert [status for status, _, _ in answers["router"]] == [202, 200, 401, 400, 400, 413, 404, 200]
-    assert answers["hook stack"] == answers["router"]
+    assert answers["shortcut"] == answers["router"]
 
 
-def test_a_crash_in_the_receiver_is_a_500_problem_on_the_hook_stack(world: World,
+def test_a_crash_in_the_receiver_is_a_500_problem_through_the_shortcut(world: World,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from starlette.testclient import TestClient
 
