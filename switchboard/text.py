@@ -47,3 +47,11 @@ def readable(text: str, *, multiline: bool = False) -> str:
     kept = "".join(ch for ch in text if ch in keep or (
         unicodedata.category(ch) not in _DROPPED_CATEGORIES and ord(ch) not in _INVISIBLE))
     return kept if multiline else " ".join(kept.split())
+
+
+def ascii_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits ``0``-``9``: what ``int()`` takes as a whole
+    number and a client means by one. ``str.isdigit`` also accepts ``²``, ``¹`` and other digit
+    characters that ``int()`` refuses with a ``ValueError`` (a 500 where a 400 belonged: a
+    ``Last-Event-ID`` or a ``Content-Length`` of ``²``, latin-1 byte 0xB2, in a review)."""
+    return text.isascii() and text.isdigit()

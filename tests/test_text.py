@@ -41,3 +41,11 @@ def test_the_fast_path_agrees_with_the_walk(multiline: bool) -> None:
 ])
 def test_one_line_titles(value: str, shown: str) -> None:
     assert readable(value) == shown
+
+
+def test_ascii_digits_are_what_int_takes() -> None:
+    assert text.ascii_digits("0123456789") and not text.ascii_digits("")
+    for other in ("²", "1²", "١", "٣", "¹0", " 1", "1.0", "-1", "+1", "1_000"):
+        assert not text.ascii_digits(other), other
+    assert [chr(c) for c in range(0x110000) if text.ascii_digits(chr(c))] == list("0123456789")
+

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from switchboard.errors import MalformedPayload
 from switchboard.intake.json_shape import MAX_DEPTH, deeper_than, refusal_reason
-from switchboard.text import readable
+from switchboard.text import ascii_digits, readable
 
 TITLE_MAX_CHARS = 200
 _SPACE = re.compile(r"\s+")
@@ -48,7 +48,7 @@ def label(value: object, limit: int = 100) -> str | None:
 
 def number(value: object, prefix: str = "#") -> str:
     """`` #12`` for a positive whole number (a leading space included), else ``""``."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not ascii_digits(str(value).strip()):
         return ""
     return f" {prefix}{str(value).strip()[:20]}"
 

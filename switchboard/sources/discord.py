@@ -23,6 +23,7 @@ from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import get, join_title, label, load_json_object, one_line, text
+from switchboard.text import ascii_digits
 from switchboard.verifiers import discord_signature
 
 PING, COMMAND, COMPONENT, AUTOCOMPLETE, MODAL = 1, 2, 3, 4, 5
@@ -56,7 +57,7 @@ class DiscordSource(BaseSource):
         Raises:
             InvalidArgument: otherwise.
         """
-        if not external_id.isdigit() or len(external_id) > 20:
+        if not ascii_digits(external_id) or len(external_id) > 20:
             raise InvalidArgument("a Discord external id is the numeric user id (snowflake)")
         if workspace:
             raise InvalidArgument("Discord identities have no workspace (user ids are global)")

@@ -31,6 +31,7 @@ from switchboard.sources.bodies import (
     text,
 )
 from switchboard.sources.github import title_for
+from switchboard.text import ascii_digits
 from switchboard.verifiers import gitea_signature
 
 _REVIEW_EVENTS = ("pull_request_approved", "pull_request_rejected", "pull_request_comment",
@@ -59,7 +60,7 @@ class GiteaSource(BaseSource):
         Raises:
             InvalidArgument: a non-numeric id or a missing workspace.
         """
-        if not external_id.isdigit():
+        if not ascii_digits(external_id):
             raise InvalidArgument(f"a {self.label} external id is the numeric user id (sender.id)")
         if not workspace:
             raise InvalidArgument(f"{self.label} identities need --workspace: the instance host, e.g. codeberg.org")

@@ -31,6 +31,7 @@ from switchboard.sources.bodies import (
     number,
     one_line,
 )
+from switchboard.text import ascii_digits
 from switchboard.verifiers import hub_signature
 
 __all__ = ["ADAPTER", "TITLE_MAX_CHARS", "GitHubSource", "load_json_object", "one_line", "title_for"]
@@ -62,7 +63,7 @@ class GitHubSource(BaseSource):
         Raises:
             InvalidArgument: a login instead of the id, or a workspace given.
         """
-        if not external_id.isdigit():
+        if not ascii_digits(external_id):
             raise InvalidArgument("a GitHub external id is the numeric user id (sender.id), not the login")
         if workspace:
             raise InvalidArgument("GitHub identities have no workspace")

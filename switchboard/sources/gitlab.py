@@ -38,6 +38,7 @@ from switchboard.sources.bodies import (
     text,
 )
 from switchboard.sources.github import push_title
+from switchboard.text import ascii_digits
 from switchboard.verifiers import SignatureMismatch, SignatureMissing, shared_token, standard_webhooks
 
 
@@ -71,7 +72,7 @@ class GitLabSource(BaseSource):
         Raises:
             InvalidArgument: a non-numeric id or no workspace.
         """
-        if not external_id.isdigit():
+        if not ascii_digits(external_id):
             raise InvalidArgument("a GitLab external id is the numeric user id (user.id), not the username")
         if not workspace:
             raise InvalidArgument("GitLab identities need --workspace: the instance host, e.g. gitlab.com")

@@ -22,6 +22,7 @@ from switchboard.clock import Clock
 from switchboard.errors import InvalidArgument
 from switchboard.sources.base import NO_OPTIONS, BaseSource, Envelope, Sender, SourceOptions
 from switchboard.sources.bodies import get, join_title, load_json_object, one_line, text
+from switchboard.text import ascii_digits
 from switchboard.verifiers import shared_token
 
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -55,7 +56,7 @@ class TelegramSource(BaseSource):
         Raises:
             InvalidArgument: otherwise.
         """
-        if not external_id.isdigit():
+        if not ascii_digits(external_id):
             raise InvalidArgument("a Telegram external id is the numeric user id (from.id), not the username")
         if workspace:
             raise InvalidArgument("Telegram identities have no workspace")

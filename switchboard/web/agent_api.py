@@ -41,6 +41,7 @@ from switchboard.models.base import new_id
 from switchboard.notify import sessions
 from switchboard.notify.broker import Subscriber
 from switchboard.notify.wakes import attach_ring
+from switchboard.text import ascii_digits
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def _last_event_id(request: Request) -> int | None:
     raw = request.headers.get("last-event-id")
     if raw is None or not raw.strip():
         return None
-    if not raw.strip().isdigit() or len(raw.strip()) > 19 or int(raw.strip()) >= 2**63:
+    if not ascii_digits(raw.strip()) or len(raw.strip()) > 19 or int(raw.strip()) >= 2**63:
         raise InvalidArgument("Last-Event-ID must be an event id this stream sent")
     return int(raw.strip())
 

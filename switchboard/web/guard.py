@@ -34,6 +34,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
+from switchboard.text import ascii_digits
 from switchboard.web.ingest import NO_SUCH_SOURCE, known_source
 from switchboard.web.problems import from_error
 
@@ -177,7 +178,7 @@ class RequestGuard:
             _ClientGone: the client disconnected before the whole body arrived.
         """
         declared = _header(scope, b"content-length")
-        if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
+        if declared is not None and (not ascii_digits(declared.strip()) or int(declared) > limit):
             raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0

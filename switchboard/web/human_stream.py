@@ -40,6 +40,7 @@ from switchboard.feed.bell import BELL, POLL_SECONDS
 from switchboard.feed.events import ahead, settled
 from switchboard.mcp_server.callers import bearer
 from switchboard.models import FeedEvent
+from switchboard.text import ascii_digits
 from switchboard.web import logins
 from switchboard.web.problems import from_error, problem
 
@@ -80,7 +81,7 @@ def _start(hub: Hub, request: Request) -> int | None:
     raw = request.headers.get("last-event-id") or request.query_params.get("since")
     if raw is None or raw == "":
         return None
-    if not raw.isdigit() or len(raw) > 18:
+    if not ascii_digits(raw) or len(raw) > 18:
         raise InvalidArgument("Last-Event-ID (or since) must be a feed event id")
     return int(raw)
 

@@ -41,6 +41,7 @@ from switchboard.errors import (
 )
 from switchboard.models.base import new_id
 from switchboard.sources import Envelope
+from switchboard.text import ascii_digits
 from switchboard.web.ingest import NO_SUCH_SOURCE, STALE, CachedSource, known_source, read_stamp
 from switchboard.web.problems import from_error, problem
 
@@ -82,7 +83,7 @@ async def _read_body(receive: Receive, declared: str | None, limit: int) -> byte
         PayloadTooLarge: ``declared`` (Content-Length) or the bytes read exceed ``limit``.
         ClientDisconnect: the client went before the whole body arrived.
     """
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+    if declared is not None and ascii_digits(declared.strip()) and int(declared) > limit:
         raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -187,7 +188,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     # As Starlette's Headers read them: latin-1, names lower-cased, the first of a repeat for get.
     pairs = [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope["headers"]]
     declared = next((value for name, value in pairs if name == "content-length"), None)
-    if declared is not None and not declared.strip().isdigit():
+    if declared is not None and not ascii_digits(declared.strip()):
         return problem(400, "malformed_request", "Content-Length is not a number")
     body = await _read_body(receive, declared, hub.settings.max_body_bytes)
     adapter = entry.adapter

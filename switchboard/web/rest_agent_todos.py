@@ -21,6 +21,7 @@ from flask import Blueprint, request
 
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
+from switchboard.text import ascii_digits
 from switchboard.web import rest_calls
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def list_todos() -> Any:
     args: dict[str, Any] = {k: v for k, v in request.args.items() if k in ("project", "queue", "state", "cursor")}
     if "limit" in request.args:
         raw = request.args["limit"]
-        if not raw.isdigit():
+        if not ascii_digits(raw):
             raise InvalidArgument("limit must be a whole number from 1 to 200")
         args["limit"] = int(raw)
     unknown = set(request.args) - {"project", "queue", "state", "limit", "cursor"}

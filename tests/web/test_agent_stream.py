@@ -150,6 +150,7 @@ async def test_bad_stream_requests_are_refused_with_problem_details(live: LiveAp
             ({**auth, "X-Switchboard-Session": "x" * 81}, 400, "invalid_argument"),
             ({**auth, "Last-Event-ID": "-1"}, 400, "invalid_argument"),
             ({**auth, "Last-Event-ID": "abc"}, 400, "invalid_argument"),
+            ({**auth, "Last-Event-ID": b"\xb2"}, 400, "invalid_argument"),  # "²" in latin-1: a 500 before
         ]
         for headers, status, code in cases:
             resp = await http.get(url, headers=headers)

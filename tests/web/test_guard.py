@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -518,3 +519,27 @@ def test_one_source_place_is_shared_by_posts_and_other_methods(settings: Setting
             assert resp.status_code == 429, (resp.status_code, resp.text)
         finally:
             sock.close()
+
+
+def test_a_content_length_of_other_digit_characters_is_refused_not_a_500(world: World) -> None:
+    # "²" (latin-1 byte 0xB2) passes str.isdigit() and fails int(): the guard answered 500 (a
+    # review). h11 refuses such a header on the wire; an ASGI server that passes it on gets 413.
+    from switchboard.web.asgi import create_app
+
+    app = create_app(world.settings, migrate=False)
+    for path in (f"/hooks/{world.source_id}", "/api/v1/agent/tools/todo_list"):
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                 "headers": [(b"host", b"x"), (b"content-length", b"\xb2"),
+                             (b"authorization", f"Bearer {world.token}".encode())],
+                 "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80)}
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        asyncio.run(app(scope, receive, send))  # type: ignore[arg-type]
+        assert sent[0]["status"] == 413, (path, sent[0])

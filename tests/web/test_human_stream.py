@@ -56,7 +56,10 @@ def test_the_stream_refuses_without_a_session_or_token(live: LiveApp) -> None:
         r = httpx2.get(f"{live.url}/api/v1/stream", headers=headers, timeout=10)
         assert r.status_code == 401 and r.headers["content-type"].startswith("application/problem+json")
         assert r.json()["code"] == "unauthenticated"
-    bad = httpx2.get(f"{live.url}/api/v1/stream", headers={**_token(live), "Last-Event-ID": "x1"}, timeout=10)
+    for given in ("x1", b"\xb2"):  # b"\xb2" is "²" in latin-1: isdigit() but not int(), a 500 before
+        bad = httpx2.get(f"{live.url}/api/v1/stream", headers={**_token(live), "Last-Event-ID": given}, timeout=10)
+        assert bad.status_code == 400 and bad.json()["code"] == "invalid_argument"
+    bad = httpx2.get(f"{live.url}/api/v1/stream?since=%C2%B2", headers=_token(live), timeout=10)
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_argument"
 
 

@@ -278,7 +278,7 @@ def test_sources_create_rotate_and_agents_vend_and_revoke(live: LiveApp) -> None
         assert s.get(Source, src).todo_events == ["issues.opened"]
 
 
-@pytest.mark.parametrize("path", ["/ui/feed/rows?after=x", "/ui/feed/rows"])
+@pytest.mark.parametrize("path", ["/ui/feed/rows?after=x", "/ui/feed/rows", "/ui/feed/rows?after=%C2%B2"])
 def test_feed_rows_reject_a_bad_position(live: LiveApp, path: str) -> None:
     client = signed_in(live)
     assert client.get(path).status_code == 400
