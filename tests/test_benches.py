@@ -19,6 +19,7 @@ SMALL = {
     "cli_start.py": ["--runs", "1"],
     "wake.py": ["--deliveries", "20", "--rate", "200"],
     "processing.py": ["--deliveries", "40", "--batch", "8"],
+    "receiver.py": ["--requests", "50", "--passes", "1"],
     "queue.py": ["--claimers", "2", "--todos", "40", "--sizes", "1000", "--no-postgres", "--runs", "1"],
 }
 
