@@ -333,7 +333,7 @@ def valid_host(value: str) -> bool:
     host, sep, port = value.rpartition(":") if not value.endswith("]") else (value, "", "")
     if not sep:
         host, port = value, ""
-    elif not (ascii_digits(port) and 0 < int(port) < 65536):
+    elif not (ascii_digits(port) and len(port) <= 5 and 0 < int(port) < 65536):  # int() refuses 4,300+ digits
         return False
     return len(host) <= 253 and _HOST.fullmatch(host) is not None
 

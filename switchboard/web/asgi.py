@@ -37,7 +37,7 @@ from switchboard.mcp_server.sessions import AgentSessions, bind
 from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
-from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
+from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any, route_path
 from switchboard.web.mcp_problems import MCPProblems
 from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
@@ -95,8 +95,8 @@ parameter is ``[^/]+``)."""
 
 class HookShortcut:
     """The innermost middleware: ``POST /hooks/<source_id>`` (with or without the trailing
-    slash, no root path) goes straight to the receiver; everything else to Starlette's
-    exception layer and router, which reach the same receiver for a delivery under a root path.
+    slash; the path as the router matches it, without an ASGI root path) goes straight to the
+    receiver; everything else to Starlette's exception layer and router.
 
     A delivery has been through the whole stack by then (the error handler's 500 problem, the
     request id, the proxy headers, :class:`RequestGuard` and its body places, one instance for
@@ -109,8 +109,8 @@ class HookShortcut:
         self.receiver = receiver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            match = HOOK_PATH.fullmatch(scope["path"])
+        if scope["type"] == "http" and scope["method"] == "POST":
+            match = HOOK_PATH.fullmatch(route_path(scope))
             if match is not None:
                 scope["path_params"] = {"source_id": match[1]}
                 await self.receiver(scope, receive, send)

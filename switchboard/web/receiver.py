@@ -83,7 +83,7 @@ async def _read_body(receive: Receive, declared: str | None, limit: int) -> byte
         PayloadTooLarge: ``declared`` (Content-Length) or the bytes read exceed ``limit``.
         ClientDisconnect: the client went before the whole body arrived.
     """
-    if declared is not None and ascii_digits(declared.strip()) and int(declared) > limit:
+    if declared is not None and ascii_digits(declared.strip()) and (len(declared.strip()) > 19 or int(declared) > limit):
         raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0

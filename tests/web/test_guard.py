@@ -527,10 +527,12 @@ def test_a_content_length_of_other_digit_characters_is_refused_not_a_500(world: 
     from switchboard.web.asgi import create_app
 
     app = create_app(world.settings, migrate=False)
-    for path in (f"/hooks/{world.source_id}", "/api/v1/agent/tools/todo_list"):
+    cases = [(path, length) for path in (f"/hooks/{world.source_id}", "/api/v1/agent/tools/todo_list")
+             for length in (b"\xb2", b"0" * 4999 + b"2", b"9" * 5000)]  # int() raises past 4,300 digits
+    for path, length in cases:
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                  "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"x"), (b"content-length", b"\xb2"),
+                 "headers": [(b"host", b"x"), (b"content-length", length),
                              (b"authorization", f"Bearer {world.token}".encode())],
                  "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80)}
         sent: list[dict[str, Any]] = []
@@ -542,4 +544,39 @@ def test_a_content_length_of_other_digit_characters_is_refused_not_a_500(world: 
             sent.append(message)
 
         asyncio.run(app(scope, receive, send))  # type: ignore[arg-type]
-        assert sent[0]["status"] == 413, (path, sent[0])
+        assert sent[0]["status"] == 413, (path, length[:10], sent[0])
+
+
+def test_under_a_root_path_the_guard_reads_the_route(world: World) -> None:
+    # A review: with `uvicorn --root-path /sb` the path is /sb/hooks/<id> (root_path /sb); the
+    # guard matched /hooks/ and /api/ on it, so a delivery got the REST body limit (1 MiB) and no
+    # source places, and an API body was read before its token was checked.
+    import threading
+
+    import uvicorn
+
+    from switchboard.web.asgi import create_app
+    from switchboard.web.server_protocol import uvicorn_options
+    from tests.conftest import free_port
+
+    port = free_port()
+    settings = world.settings.with_overrides(port=port)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on", root_path="/sb", **uvicorn_options(settings)))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=20)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        body = json.dumps({"action": "opened", "issue": {"number": 1, "title": "t" * (2 * 1024 * 1024)},
+                           "repository": {"full_name": "a/b"}, "sender": {"id": 21031067}}).encode()
+        resp = httpx2.post(f"{url}/hooks/{world.source_id}", content=body, timeout=30,
+                           headers=github_headers(body, world.secret, delivery="d-root"))
+        assert resp.status_code == 202, (resp.status_code, resp.text[:200])
+        unknown = httpx2.post(f"{url}/hooks/src_{'a' * 26}", content=b"{}", timeout=30)
+        assert unknown.status_code == 404 and unknown.headers["connection"] == "close"  # before its body
+        anonymous = httpx2.post(f"{url}/api/v1/agent/tools/todo_list", content=b"x" * (2 * 1024 * 1024), timeout=30)
+        assert anonymous.status_code == 401  # the token first, not the body (a 413)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -345,8 +345,7 @@ def _answers(client: object, world: World) -> list[tuple[int, object, list[str]]
 def test_the_hook_shortcut_answers_as_the_router_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 11: ``POST /hooks/<id>`` goes from the innermost middleware straight to the
     receiver (``asgi.HookShortcut``), not through Starlette's exception layer, router and route.
-    Every outcome is answered as through the router, which still serves a delivery under a
-    root path."""
+    Every outcome is answered as through the router."""
     import re
 
     from starlette.routing import Route
