@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from switchboard.errors import ConfigError
-from switchboard.text import ascii_digits
+from switchboard.text import whole_number
 
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub caps deliveries at 25 MB
 DEFAULT_PORT = 8080
@@ -333,7 +333,7 @@ def valid_host(value: str) -> bool:
     host, sep, port = value.rpartition(":") if not value.endswith("]") else (value, "", "")
     if not sep:
         host, port = value, ""
-    elif not (ascii_digits(port) and len(port) <= 5 and 0 < int(port) < 65536):  # int() refuses 4,300+ digits
+    elif (number := whole_number(port, 5)) is None or not 0 < number < 65536:
         return False
     return len(host) <= 253 and _HOST.fullmatch(host) is not None
 

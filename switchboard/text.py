@@ -55,3 +55,12 @@ def ascii_digits(text: str) -> bool:
     characters that ``int()`` refuses with a ``ValueError`` (a 500 where a 400 belonged: a
     ``Last-Event-ID`` or a ``Content-Length`` of ``²``, latin-1 byte 0xB2, in a review)."""
     return text.isascii() and text.isdigit()
+
+
+def whole_number(text: str, max_digits: int) -> int | None:
+    """``text`` as an ``int`` when it is 1 to ``max_digits`` ASCII digits, else ``None``.
+
+    The one parser for a number a request or a setting spells out (a port, a limit, an event
+    id, a ``Content-Length``): :func:`ascii_digits` alone left each caller to bound the length,
+    and ``int()`` raises ``ValueError`` past 4,300 digits (three 500s a review found)."""
+    return int(text) if len(text) <= max_digits and ascii_digits(text) else None

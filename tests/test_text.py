@@ -49,3 +49,9 @@ def test_ascii_digits_are_what_int_takes() -> None:
         assert not text.ascii_digits(other), other
     assert [chr(c) for c in range(0x110000) if text.ascii_digits(chr(c))] == list("0123456789")
 
+
+
+def test_whole_number_is_bounded_and_ascii() -> None:
+    assert text.whole_number("0", 3) == 0 and text.whole_number("200", 3) == 200
+    for refused in ("", "1000", "²", "-1", " 1", "1" * 5000):  # 5,000 digits: int() would raise
+        assert text.whole_number(refused, 3) is None, refused

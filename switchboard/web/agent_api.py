@@ -41,7 +41,7 @@ from switchboard.models.base import new_id
 from switchboard.notify import sessions
 from switchboard.notify.broker import Subscriber
 from switchboard.notify.wakes import attach_ring
-from switchboard.text import ascii_digits
+from switchboard.text import whole_number
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
@@ -125,9 +125,10 @@ def _last_event_id(request: Request) -> int | None:
     raw = request.headers.get("last-event-id")
     if raw is None or not raw.strip():
         return None
-    if not ascii_digits(raw.strip()) or len(raw.strip()) > 19 or int(raw.strip()) >= 2**63:
+    number = whole_number(raw.strip(), 19)
+    if number is None or number >= 2**63:
         raise InvalidArgument("Last-Event-ID must be an event id this stream sent")
-    return int(raw.strip())
+    return number
 
 
 def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str,

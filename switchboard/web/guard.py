@@ -34,7 +34,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
-from switchboard.text import ascii_digits
+from switchboard.text import whole_number
 from switchboard.web.ingest import NO_SUCH_SOURCE, known_source
 from switchboard.web.problems import from_error
 
@@ -191,9 +191,9 @@ class RequestGuard:
             _ClientGone: the client disconnected before the whole body arrived.
         """
         declared = _header(scope, b"content-length")
-        # Past 19 digits a length is over any limit, and int() raises past 4,300 (a review).
-        if declared is not None and (not ascii_digits(declared.strip()) or len(declared.strip()) > 19
-                                     or int(declared) > limit):
+        size = None if declared is None else whole_number(declared.strip(), 19)
+        if declared is not None and (size is None or size > limit):
+            # Not a number, or past 19 digits (over any limit): refused as too large.
             raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0

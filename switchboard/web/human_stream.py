@@ -40,7 +40,7 @@ from switchboard.feed.bell import BELL, POLL_SECONDS
 from switchboard.feed.events import ahead, settled
 from switchboard.mcp_server.callers import bearer
 from switchboard.models import FeedEvent
-from switchboard.text import ascii_digits
+from switchboard.text import whole_number
 from switchboard.web import logins
 from switchboard.web.problems import from_error, problem
 
@@ -81,9 +81,10 @@ def _start(hub: Hub, request: Request) -> int | None:
     raw = request.headers.get("last-event-id") or request.query_params.get("since")
     if raw is None or raw == "":
         return None
-    if not ascii_digits(raw) or len(raw) > 18:
+    number = whole_number(raw, 18)
+    if number is None:
         raise InvalidArgument("Last-Event-ID (or since) must be a feed event id")
-    return int(raw)
+    return number
 
 
 def _position(hub: Hub, start: int | None) -> tuple[int, bool]:

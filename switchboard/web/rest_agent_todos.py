@@ -21,7 +21,7 @@ from flask import Blueprint, request
 
 from switchboard.errors import InvalidArgument
 from switchboard.intake import json_shape
-from switchboard.text import ascii_digits
+from switchboard.text import whole_number
 from switchboard.web import rest_calls
 
 if TYPE_CHECKING:
@@ -72,10 +72,10 @@ def list_todos() -> Any:
     """
     args: dict[str, Any] = {k: v for k, v in request.args.items() if k in ("project", "queue", "state", "cursor")}
     if "limit" in request.args:
-        raw = request.args["limit"]
-        if not ascii_digits(raw) or len(raw) > 3:  # int() raises past 4,300 digits
+        limit = whole_number(request.args["limit"], 3)
+        if limit is None:
             raise InvalidArgument("limit must be a whole number from 1 to 200")
-        args["limit"] = int(raw)
+        args["limit"] = limit
     unknown = set(request.args) - {"project", "queue", "state", "limit", "cursor"}
     if unknown:
         raise InvalidArgument(f"unknown query parameter(s): {', '.join(sorted(unknown))}")

@@ -25,7 +25,7 @@ from switchboard.feed.pages import event_view
 from switchboard.intake import quarantine
 from switchboard.models import Agent, Delivery, FeedEvent, Grant, Human, ProjectOwner, Todo, in_state
 from switchboard.queue import todos
-from switchboard.text import ascii_digits
+from switchboard.text import whole_number
 from switchboard.web.ui.base import bp, hub, owned_project, write_session
 
 FEED_PAGE = 50
@@ -264,9 +264,9 @@ def feed_page() -> Any:
 @bp.get("/feed/rows")
 def feed_rows() -> Any:
     """HTML rows of owned projects' events after ``after`` (newest first), for the live page."""
-    after = request.args.get("after", "")
-    if not ascii_digits(after) or len(after) > 18:
+    after = whole_number(request.args.get("after", ""), 18)
+    if after is None:
         raise InvalidArgument("after must be a feed event id")
     with hub().db.read() as s:
-        events = _events(s, int(after), FEED_PAGE)
+        events = _events(s, after, FEED_PAGE)
     return render_template("ui/feed_rows.html", events=events)
