@@ -31,6 +31,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import anyio
+from starlette._utils import get_route_path  # the router's own (starlette is pinned)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
@@ -52,19 +53,6 @@ COOKIE_PATHS = frozenset({"/api/v1/stream"})
 bearer header): without an ``Authorization`` header they are authenticated by the view."""
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRY_AFTER_SECONDS = 1
-
-
-def route_path(scope: Scope) -> str:
-    """The request's path without the ASGI root path (``uvicorn --root-path /sb`` sends
-    ``/sb/hooks/<id>`` with ``root_path`` ``/sb``), as Starlette's router matches it. The rules
-    above are about the route: under a root path they looked at the prefixed path, so a delivery
-    got the REST body limit and no source places, and an ``/api`` body was read before its token
-    was checked (a review)."""
-    path: str = scope.get("path", "")
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(root) and path[len(root):len(root) + 1] == "/":
-        return path[len(root):]
-    return path
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -118,7 +106,10 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = route_path(scope)
+        # The route, as Starlette's router matches it: without an ASGI root path (`uvicorn
+        # --root-path /sb` sends /sb/hooks/<id>), or a delivery got the REST body limit and no
+        # source places, and an /api body was read before its token was checked (a review).
+        path = get_route_path(scope)
         try:
             if path.startswith("/hooks/"):
                 await self._hook(scope, receive, send, path)

@@ -1,6 +1,7 @@
-"""``POST /hooks/<source_id>``: the webhook receiver (DESIGN.md §6.1), a native async route.
+"""``POST /hooks/<source_id>``: the webhook receiver (DESIGN.md §6.1), a plain ASGI app.
 
-Order: find the source (404), enforce the size limit while reading the raw bytes once (413),
+Order: find the source (404) and bound the body (413; both in
+:class:`~switchboard.web.guard.RequestGuard`, before the body is read), read the raw bytes once,
 answer a provider's unsigned health check that is exactly that (Slack ``ssl_check``: 200,
 empty, nothing stored), refuse when the source has no secret (503), verify the signature on
 those bytes (401 for every failure, whatever the header's shape), parse (400
@@ -41,7 +42,6 @@ from switchboard.errors import (
 )
 from switchboard.models.base import new_id
 from switchboard.sources import Envelope
-from switchboard.text import ascii_digits
 from switchboard.web.ingest import NO_SUCH_SOURCE, STALE, CachedSource, known_source, read_stamp
 from switchboard.web.problems import from_error, problem
 
@@ -76,15 +76,15 @@ def redacted_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: ("[redacted]" if _credential_name(k) else v[:1000]) for k, v in headers.items()}
 
 
-async def _read_body(receive: Receive, declared: str | None, limit: int) -> bytes:
-    """The request body (bytes), at most ``limit`` bytes.
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    """The request body (bytes). :class:`~switchboard.web.guard.RequestGuard` has refused a
+    ``Content-Length`` or a body over ``limit`` (413) and replays what it read; the cap here
+    only keeps that promise if the receiver is ever mounted without it.
 
     Raises:
-        PayloadTooLarge: ``declared`` (Content-Length) or the bytes read exceed ``limit``.
+        PayloadTooLarge: the bytes read exceed ``limit``.
         ClientDisconnect: the client went before the whole body arrived.
     """
-    if declared is not None and ascii_digits(declared.strip()) and (len(declared.strip()) > 19 or int(declared) > limit):
-        raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -97,17 +97,15 @@ async def _read_body(receive: Receive, declared: str | None, limit: int) -> byte
             raise PayloadTooLarge(f"the body is over the limit of {limit} bytes")
         chunks.append(chunk)
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return b"".join(chunks)  # one chunk (the guard's replay): the same object, no copy
 
 
 class HookReceiver:
-    """The receiver as a plain ASGI app (no ``Request`` object, no per-request routing).
-
-    :func:`switchboard.web.asgi.create_app` serves ``POST /hooks/<source_id>`` through it from
-    its own short stack (request id, proxy headers, :class:`~switchboard.web.guard.RequestGuard`)
-    rather than Starlette's router and exception layers, which were about a seventh of the
-    request's time on the event loop (issue 11, py-spy of the app called in process); the
-    router reaches it too (``scope["path_params"]["source_id"]``), e.g. under a root path.
+    """The receiver as a plain ASGI app (no ``Request`` object), the source id in
+    ``scope["path_params"]["source_id"]``. :class:`~switchboard.web.asgi.HookShortcut` calls it
+    straight after :class:`~switchboard.web.guard.RequestGuard`, skipping Starlette's router and
+    exception layers (about a seventh of a delivery's time on the event loop, issue 11); the
+    router's ``/hooks/{source_id}`` routes name it too.
     """
 
     def __init__(self, hub: Hub) -> None:
@@ -185,14 +183,10 @@ def _verify(hub: Hub, entry: CachedSource, body: bytes, headers: dict[str, str])
 
 async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> Response:
     entry = await _source(hub, source_id)
-    # As Starlette's Headers read them: latin-1, names lower-cased, the first of a repeat for get.
+    # As Starlette's Headers read them: latin-1, names lower-cased.
     pairs = [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope["headers"]]
-    declared = next((value for name, value in pairs if name == "content-length"), None)
-    if declared is not None and not ascii_digits(declared.strip()):
-        return problem(400, "malformed_request", "Content-Length is not a number")
-    body = await _read_body(receive, declared, hub.settings.max_body_bytes)
-    adapter = entry.adapter
-    if adapter.health_check(body, dict(pairs)):
+    body = await _read_body(receive, hub.settings.max_body_bytes)
+    if entry.adapter.health_check(body, dict(pairs)):
         hub.counters["health_checks"] += 1
         return Response(status_code=200)
     headers: dict[str, str] = {}
@@ -207,11 +201,10 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     except (VerificationFailed, SourceUnconfigured):
         # The cache may predate a rotation: refuse only against freshly read secrets.
         entry = await _source(hub, source_id, fresh=True)
-        adapter = entry.adapter
         _verify(hub, entry, body, headers)
 
-    dedup_key = adapter.dedup_key(headers, body)
-    body_digest = adapter.body_digest(headers, body)
+    dedup_key = entry.adapter.dedup_key(headers, body)
+    body_digest = entry.adapter.body_digest(headers, body)
     parse_error: MalformedPayload | None = None
     envelope: Envelope | None = None
     # Admitted on the headers as stored (redacted, each value cut to 1,000 characters), the
@@ -219,7 +212,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     # str.strip() would have emptied only after it) was acked 202 here and refused there.
     stored_headers = redacted_headers(headers)
     try:
-        envelope = adapter.admit(body, stored_headers)  # no title or sender: processing builds them
+        envelope = entry.adapter.admit(body, stored_headers)  # no title or sender: processing builds them
     except MalformedPayload as exc:
         parse_error = exc
     if envelope is not None and envelope.handshake is not None:
@@ -248,7 +241,6 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
             break
         # The source or its secrets changed after we verified: verify again against fresh rows.
         entry = await _source(hub, source_id, fresh=True)
-        adapter = entry.adapter
         _verify(hub, entry, body, headers)
         row["project_id"] = entry.source.project_id
     else:
@@ -259,7 +251,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     if parse_error is not None:
         metrics.delivery_outcome(entry.source.provider, "malformed")
         return from_error(parse_error)
-    return accepted(hub, entry.source, adapter, envelope, delivery_id)
+    return accepted(hub, entry.source, entry.adapter, envelope, delivery_id)
 
 
 def _still_current(hub: Hub, entry: CachedSource) -> bool:
