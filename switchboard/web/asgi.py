@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 from a2wsgi import WSGIMiddleware
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-from starlette._utils import get_route_path  # the router's own (starlette is pinned)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -38,7 +37,7 @@ from switchboard.mcp_server.sessions import AgentSessions, bind
 from switchboard.web import agent_api, human_stream, relay_api
 from switchboard.web.flask_app import create_flask_app
 from switchboard.web.forwarded import ForwardedHost, mcp_transport_security
-from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any
+from switchboard.web.guard import RETRY_AFTER_SECONDS, RequestGuard, authenticate_any, route_path
 from switchboard.web.mcp_problems import MCPProblems
 from switchboard.web.mcp_streams import McpStreamRules
 from switchboard.web.problems import from_error, problem
@@ -111,7 +110,7 @@ class HookShortcut:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            match = HOOK_PATH.fullmatch(get_route_path(scope))
+            match = HOOK_PATH.fullmatch(route_path(scope))
             if match is not None:
                 scope["path_params"] = {"source_id": match[1]}
                 await self.receiver(scope, receive, send)

@@ -31,7 +31,6 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import anyio
-from starlette._utils import get_route_path  # the router's own (starlette is pinned)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
@@ -53,6 +52,16 @@ COOKIE_PATHS = frozenset({"/api/v1/stream"})
 bearer header): without an ``Authorization`` header they are authenticated by the view."""
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRY_AFTER_SECONDS = 1
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path as Starlette's router matches it (``starlette._utils.get_route_path``,
+    a private module this project may not import): without the ASGI root path."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root):len(root) + 1] == "/":
+        return path[len(root):]
+    return path
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -109,7 +118,7 @@ class RequestGuard:
         # The route, as Starlette's router matches it: without an ASGI root path (`uvicorn
         # --root-path /sb` sends /sb/hooks/<id>), or a delivery got the REST body limit and no
         # source places, and an /api body was read before its token was checked (a review).
-        path = get_route_path(scope)
+        path = route_path(scope)
         try:
             if path.startswith("/hooks/"):
                 await self._hook(scope, receive, send, path)
