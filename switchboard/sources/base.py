@@ -100,6 +100,9 @@ class SourceAdapter(Protocol):
     provider: str
     generates_secret: bool
     """True when Switchboard may generate the secret; False when the provider issues it."""
+    admits_in_writer: bool
+    """True when the receiver's answer never depends on the payload (no handshake, no reply
+    body): :meth:`admit` then runs in the delivery writer, off the event loop (issue 11)."""
 
     def verify(self, body: bytes, headers: Mapping[str, str], secrets: Sequence[str], clock: Clock,
                options: SourceOptions = NO_OPTIONS) -> None:
@@ -169,6 +172,12 @@ class BaseSource:
     replay_window = False
     """True when the scheme signs a timestamp checked against a window (Slack, Standard
     Webhooks): a captured request dies with the window, so no body digest is needed."""
+    admits_in_writer = True
+    """The delivery writer (its thread or process, :func:`switchboard.web.ingest.write_batch`)
+    runs :meth:`admit` and :meth:`body_digest` before its transaction, not the event loop:
+    together about a quarter of the receiver's time per delivery on the loop (issue 11). False
+    for the adapters whose answer depends on the payload (a handshake, a reply body: Slack,
+    Discord, Teams), which the receiver admits itself."""
 
     def body_digest(self, headers: Mapping[str, str], body: bytes) -> str | None:
         """SHA-256 (hex) of the exact body, for schemes without a signed timestamp.

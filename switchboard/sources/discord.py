@@ -36,6 +36,7 @@ class DiscordSource(BaseSource):
     """The Discord interactions adapter (see module docstring)."""
 
     provider = "discord"
+    admits_in_writer = False  # its PING handshake and interaction replies come from the payload
     generates_secret = False
     secret_help = "a Discord application public key"
 

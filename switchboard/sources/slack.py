@@ -95,6 +95,7 @@ class SlackSource(BaseSource):
     """The Slack adapter (see module docstring)."""
 
     provider = "slack"
+    admits_in_writer = False  # its url_verification handshake and slash-command replies come from the payload
     generates_secret = False
     secret_help = "a Slack signing secret"
 

@@ -34,6 +34,7 @@ class TeamsSource(BaseSource):
     """The Teams outgoing-webhook adapter (see module docstring)."""
 
     provider = "teams"
+    admits_in_writer = False  # its reply body is sent with the ack
     generates_secret = False
     secret_help = "a Teams security token"
 

@@ -33,7 +33,7 @@ import anyio
 import sqlalchemy as sa
 
 from switchboard import admin
-from switchboard.errors import DependencyUnavailable, SwitchboardError
+from switchboard.errors import DependencyUnavailable, MalformedPayload, MalformedRequest, SwitchboardError
 from switchboard.models import Delivery, Source, SourceSecret
 from switchboard.models.stamps import read_stamp
 from switchboard.prepared import Prepared
@@ -198,6 +198,14 @@ async def known_source(hub: Hub, source_id: str, fresh: bool = False) -> CachedS
 
 STALE = "stale"
 """Writer outcome: the source changed after the request was verified; verify again."""
+MALFORMED = "malformed"
+"""Writer outcome ``(MALFORMED, message)``: the adapter's :meth:`~switchboard.sources.base.BaseSource.admit`
+refused the body (``MalformedPayload``); the row was stored as ``failed``, without its body, and
+the request is answered 400 ``malformed_payload`` with ``message`` (DESIGN.md §6.1)."""
+REFUSED = "refused"
+"""Writer outcome ``(REFUSED, message)``: the adapter's ``admit`` refused a header
+(``MalformedRequest``); nothing was stored, and the request is answered 400
+``malformed_request`` with ``message``."""
 STORE_FAILED = "the delivery could not be stored; retry the delivery"
 """The 503's message for a row the database refused (both writers; never the driver's words)."""
 
@@ -209,6 +217,7 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[tuple[str, str | None]]
     dispatch: bool = True
+    admit: str | None = None
     done: bool = field(default=False)
 
 
@@ -240,8 +249,7 @@ def _answer(jobs: list[_Job], outcomes: list[Any], errors: list[BaseException | 
 class DeliveryWriter:
     """One thread storing deliveries in grouped write transactions.
 
-    ``store`` (on the event loop) queues a row and awaits its outcome: ``("stored", id)``,
-    ``("duplicate", first_id)`` or ``(STALE, None)``. A batch that fails is retried one
+    ``store`` (on the event loop) queues a row and awaits its :data:`Outcome`. A batch that fails is retried one
     delivery at a time, so one bad row fails only its own request (with the database's error,
     which the receiver turns into a 503 problem); a database that is unavailable fails the
     whole batch at once.
@@ -260,17 +268,23 @@ class DeliveryWriter:
         self._thread = threading.Thread(target=self._run, name="switchboard-delivery-writer", daemon=True)
         self._thread.start()
 
-    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True) -> tuple[str, str | None]:
+    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True,
+                    admit: str | None = None) -> tuple[str, str | None]:
         """Queue ``row`` (a full ``deliveries`` row) verified under ``stamp``; await the outcome.
 
         Args:
             row: every column of ``deliveries``.
             stamp: the ``sources`` change stamp the request was verified under.
             dispatch: hand the stored delivery to processing (not for a stored parse failure).
+            admit: the provider whose adapter admits the body here, before the transaction
+                (:func:`admit_row`); ``None`` when the receiver has admitted it.
+
+        Returns:
+            The :data:`Outcome`; not changed ``row`` (a STALE retry sends it again).
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[str, str | None]] = loop.create_future()
-        self._queue.put(_Job(row, stamp, loop, future, dispatch))
+        self._queue.put(_Job(row, stamp, loop, future, dispatch, admit))
         return await future
 
     def close(self) -> None:
@@ -289,7 +303,7 @@ class DeliveryWriter:
                 return
 
     def _write(self, jobs: list[_Job]) -> None:
-        answers, stale = write_batch(self.hub.db, self._insert, [(job.row, job.stamp) for job in jobs])
+        answers, stale = write_batch(self.hub.db, self._insert, [(job.row, job.stamp, job.admit) for job in jobs])
         if stale:
             self.hub.source_cache.invalidate()
         outcomes = [outcome for outcome, _ in answers]
@@ -311,8 +325,42 @@ def hand_off(on_stored: Callable[[list[str]], None], stored: list[str]) -> None:
 
 
 Outcome = tuple[str, str | None]
-"""What storing one delivery came to: ``("stored", id)``, ``("duplicate", first_id)`` or
-``(STALE, None)``."""
+"""What storing one delivery came to: ``("stored", id)``, ``("duplicate", first_id)``,
+``(STALE, None)``, ``(MALFORMED, message)`` or ``(REFUSED, message)``."""
+
+
+def admit_row(row: dict[str, Any], provider: str | None) -> tuple[dict[str, Any], Outcome | None, str | None]:
+    """The receiver's admit of a verified delivery, done by the delivery writer before its
+    transaction (adapters with :attr:`~switchboard.sources.base.BaseSource.admits_in_writer`;
+    issue 11): ``row`` with its ``event`` and ``body_digest`` filled in, as the receiver would.
+
+    Args:
+        row: the receiver's row (``event`` and ``body_digest`` unset); not changed.
+        provider: the source's provider, or ``None`` when the receiver admitted the body itself.
+
+    Returns:
+        ``(row to insert, outcome, malformed)``: ``outcome`` is ``(REFUSED, message)`` for a header
+        the adapter refuses (nothing is stored) and ``None`` otherwise; ``malformed`` is the
+        ``MalformedPayload`` message of a body it refuses, whose row is stored ``failed``
+        without its body, dedup key or digest (so the same bytes sent again are refused again,
+        not answered as a duplicate), as the receiver stored one before.
+    """
+    if provider is None:
+        return row, None, None
+    adapter = adapter_for(provider)
+    body, headers = row["raw_body"], row["headers"]
+    row = dict(row)
+    try:
+        envelope = adapter.admit(body, headers)
+    except MalformedPayload as exc:
+        row.update(status="failed", raw_body=None, error_code=exc.code, error_detail=exc.message,
+                   dedup_key=None, body_digest=None)
+        return row, None, exc.message
+    except MalformedRequest as exc:  # a header the adapter needs
+        return row, (REFUSED, exc.message), None
+    row["event"] = envelope.kind[:100]
+    row["body_digest"] = adapter.body_digest(headers, body)
+    return row, None, None
 
 
 def delivery_insert(dialect: str) -> Prepared:
@@ -334,10 +382,12 @@ def delivery_insert(dialect: str) -> Prepared:
         .on_conflict_do_nothing().returning(DELIVERIES.c.id), [DELIVERIES.c.id])
 
 
-def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int]]
+def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int, str | None]]
                 ) -> tuple[list[tuple[Outcome | None, BaseException | None]], bool]:
-    """Store ``items`` (each a full ``deliveries`` row and the ``sources`` change stamp it was
-    verified under) in one write transaction (blocking; the delivery writer's thread or process).
+    """Admit and store ``items`` (each a full ``deliveries`` row, the ``sources`` change stamp it
+    was verified under, and the provider whose adapter admits it here or ``None``: see
+    :func:`admit_row`), the rows in one write transaction (blocking; the delivery writer's
+    thread or process).
 
     A batch that fails is retried one delivery at a time, so one bad row fails only its own
     request; a database that is unavailable (:class:`DependencyUnavailable`) fails the whole
@@ -347,6 +397,33 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
         ``([(outcome, None) or (None, error)] in the order of items, stale)``: ``stale`` is true
         when the stamp had moved for one of them (the caller's source cache is out of date).
     """
+    answers: list[tuple[Outcome | None, BaseException | None]] = []
+    rows: list[tuple[dict[str, Any], int]] = []
+    written_at: list[tuple[int, str | None]] = []  # (index in answers, a refused body's message)
+    for row, stamp, provider in items:
+        try:
+            row, refused, bad_body = admit_row(row, provider)
+        except Exception as exc:  # noqa: BLE001 - an adapter's bug: this request's 503, logged by class
+            log.error("a delivery could not be admitted (%s)", type(exc).__name__)
+            answers.append((None, DependencyUnavailable(STORE_FAILED)))
+            continue
+        answers.append((refused, None))  # a refused header's answer; the others' come below
+        if refused is None:
+            written_at.append((len(answers) - 1, bad_body))
+            rows.append((row, stamp))
+    if not rows:
+        return answers, False
+    written, stale = _write_rows(db, insert, rows)
+    for (i, bad_body), (outcome, error) in zip(written_at, written, strict=True):
+        if bad_body is not None and outcome is not None and outcome[0] == "stored":
+            outcome = (MALFORMED, bad_body)  # recorded, never acknowledged (DESIGN.md §6.1)
+        answers[i] = (outcome, error)
+    return answers, stale
+
+
+def _write_rows(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int]]
+                ) -> tuple[list[tuple[Outcome | None, BaseException | None]], bool]:
+    """:func:`write_batch`'s transaction: ``items`` are rows ready to insert and their stamps."""
     try:
         outcomes = _commit(db, insert, items)
     except Exception as exc:  # noqa: BLE001 - retried alone, then reported to each request
@@ -354,7 +431,7 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
             answers: list[tuple[Outcome | None, BaseException | None]] = []
             stale = False
             for item in items:
-                one, one_stale = write_batch(db, insert, [item])
+                one, one_stale = _write_rows(db, insert, [item])
                 answers.extend(one)
                 stale = stale or one_stale
             return answers, stale

@@ -42,7 +42,15 @@ from switchboard.errors import (
 )
 from switchboard.models.base import new_id
 from switchboard.sources import Envelope
-from switchboard.web.ingest import NO_SUCH_SOURCE, STALE, CachedSource, known_source, read_stamp
+from switchboard.web.ingest import (
+    MALFORMED,
+    NO_SUCH_SOURCE,
+    REFUSED,
+    STALE,
+    CachedSource,
+    known_source,
+    read_stamp,
+)
 from switchboard.web.problems import from_error, problem
 
 if TYPE_CHECKING:
@@ -204,17 +212,23 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         _verify(hub, entry, body, headers)
 
     dedup_key = entry.adapter.dedup_key(headers, body)
-    body_digest = entry.adapter.body_digest(headers, body)
+    body_digest: str | None = None
     parse_error: MalformedPayload | None = None
     envelope: Envelope | None = None
     # Admitted on the headers as stored (redacted, each value cut to 1,000 characters), the
     # ones processing parses again: a value padded past the cut (b"\xa0" * 1000 + id, which
     # str.strip() would have emptied only after it) was acked 202 here and refused there.
     stored_headers = redacted_headers(headers)
-    try:
-        envelope = entry.adapter.admit(body, stored_headers)  # no title or sender: processing builds them
-    except MalformedPayload as exc:
-        parse_error = exc
+    # Most adapters' answer never depends on the payload: the delivery writer admits the body
+    # and takes its digest, off the event loop (ingest.admit_row; issue 11). The others (a
+    # handshake, a reply body) are admitted here.
+    admit = entry.source.provider if entry.adapter.admits_in_writer else None
+    if admit is None:
+        body_digest = entry.adapter.body_digest(headers, body)
+        try:
+            envelope = entry.adapter.admit(body, stored_headers)  # no title or sender: processing builds them
+        except MalformedPayload as exc:
+            parse_error = exc
     if envelope is not None and envelope.handshake is not None:
         if not await anyio.to_thread.run_sync(_still_current, hub, entry):
             entry = await _source(hub, source_id, fresh=True)
@@ -236,7 +250,8 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         row.update(status="failed", raw_body=None, error_code=parse_error.code, error_detail=parse_error.message,
                    dedup_key=None, body_digest=None)
     for _ in range(3):
-        outcome, delivery_id = await hub.delivery_writer.store(row, entry.stamp, dispatch=parse_error is None)
+        outcome, delivery_id = await hub.delivery_writer.store(row, entry.stamp, dispatch=parse_error is None,
+                                                               admit=admit)
         if outcome != STALE:
             break
         # The source or its secrets changed after we verified: verify again against fresh rows.
@@ -245,7 +260,11 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         row["project_id"] = entry.source.project_id
     else:
         raise DependencyUnavailable("the source keeps changing; retry the delivery")
-    assert delivery_id is not None
+    assert delivery_id is not None  # or, for these two outcomes, the adapter's message
+    if outcome == REFUSED:
+        raise MalformedRequest(delivery_id)
+    if outcome == MALFORMED:
+        parse_error = MalformedPayload(delivery_id)
     if outcome == "duplicate":
         return duplicate(hub, entry.source, delivery_id)
     if parse_error is not None:

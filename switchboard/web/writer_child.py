@@ -135,7 +135,7 @@ class ProcessWriter:
         self._seq = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._link: _Link | None = None
-        self._out: list[tuple[int, dict[str, Any], int, bool]] = []
+        self._out: list[tuple[int, dict[str, Any], int, bool, str | None]] = []
         self._child_hands_off = bool(hub.settings.redis_url)  # see writer_main
         self._flush_scheduled = False
         self._process: Any = None
@@ -174,15 +174,16 @@ class ProcessWriter:
         ``timeout`` seconds passed first or the first child ended before it was ready."""
         return wait_ready(self._ready, self._first_exited, timeout)
 
-    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True) -> tuple[str, str | None]:
-        """As :meth:`DeliveryWriter.store`; the row is written by the child process."""
+    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True,
+                    admit: str | None = None) -> tuple[str, str | None]:
+        """As :meth:`DeliveryWriter.store`; the row is admitted and written by the child process."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop or self._link is None or not self._ready.is_set():
-            return await self._fallback_writer().store(row, stamp, dispatch)
+            return await self._fallback_writer().store(row, stamp, dispatch, admit)
         future: asyncio.Future[Outcome] = loop.create_future()
         self._seq += 1
         self._pending[self._seq] = _Pending(future, row["id"], dispatch)
-        self._out.append((self._seq, row, stamp, dispatch))
+        self._out.append((self._seq, row, stamp, dispatch, admit))
         if not self._flush_scheduled:
             # One write for every row queued in this pass of the loop.
             self._flush_scheduled = True
@@ -198,13 +199,13 @@ class ProcessWriter:
         if link is None or link.transport is None or link.transport.is_closing():
             # The child went between store() and this flush: these never reached it, so the
             # thread writer stores them (the request waits for that, no 503).
-            for seq, row, stamp, dispatch in out:
+            for seq, row, stamp, dispatch, admit in out:
                 entry = self._pending.pop(seq, None)
                 if entry is not None:
-                    asyncio.ensure_future(self._write_here(entry.future, row, stamp, dispatch))
+                    asyncio.ensure_future(self._write_here(entry.future, row, stamp, dispatch, admit))
             return
         try:
-            message = [(seq, to_pipe(row), stamp, dispatch) for seq, row, stamp, dispatch in out]
+            message = [(seq, to_pipe(row), stamp, dispatch, admit) for seq, row, stamp, dispatch, admit in out]
             link.transport.writelines(_frame(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)))
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory: these requests get their 503
             log.warning("could not send %d deliveries to the writer process (%s)", len(out), type(exc).__name__)
@@ -216,9 +217,9 @@ class ProcessWriter:
                 entry.link = link
 
     async def _write_here(self, future: asyncio.Future[Outcome], row: dict[str, Any], stamp: int,
-                          dispatch: bool) -> None:
+                          dispatch: bool, admit: str | None) -> None:
         try:
-            outcome = await self._fallback_writer().store(row, stamp, dispatch)
+            outcome = await self._fallback_writer().store(row, stamp, dispatch, admit)
         except Exception as exc:  # noqa: BLE001 - the request's own answer (a 503 for the database)
             if not future.done():
                 future.set_exception(exc)

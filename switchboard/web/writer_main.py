@@ -45,8 +45,9 @@ def from_pipe(row: dict[str, Any]) -> dict[str, Any]:
 def writer_main(settings: Settings, pipe: Connection) -> None:
     """The child process: store the rows read from ``pipe`` until it closes or sends ``None``.
 
-    Messages in: lists of ``(seq, row, stamp, dispatch)``, each row as :func:`to_pipe` made it;
-    ``None`` asks the child to stop.
+    Messages in: lists of ``(seq, row, stamp, dispatch, admit)``, each row as :func:`to_pipe` made
+    it, ``admit`` the provider whose adapter admits it here or ``None`` (see
+    :func:`~switchboard.web.ingest.write_batch`); ``None`` asks the child to stop.
     With Redis (``settings.redis_url``) the child hands what it stored to rq itself; without,
     ``serve`` hands it to its dispatcher when the outcomes arrive. Messages out:
     ``("ready",)`` once, then one list of ``(seq, outcome, error)`` per transaction, where
@@ -104,8 +105,9 @@ def writer_main(settings: Settings, pipe: Connection) -> None:
             stored: list[str] = []
             for start in range(0, len(items), MAX_BATCH):
                 chunk = items[start:start + MAX_BATCH]
-                written, _ = write_batch(db, insert, [(from_pipe(row), stamp) for _, row, stamp, _ in chunk])
-                for (seq, row, _, dispatch), (outcome, error) in zip(chunk, written, strict=True):
+                written, _ = write_batch(db, insert,
+                                         [(from_pipe(row), stamp, admit) for _, row, stamp, _, admit in chunk])
+                for (seq, row, _, dispatch, _), (outcome, error) in zip(chunk, written, strict=True):
                     answers.append((seq, outcome, None if error is None else _describe(error)))
                     if dispatch and outcome is not None and outcome[0] == "stored":
                         stored.append(row["id"])

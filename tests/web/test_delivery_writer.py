@@ -82,7 +82,7 @@ def test_a_row_the_database_refuses_is_a_retryable_503_without_its_values(tmp_pa
             stamp = read_stamp(s.connection())
         bad = dict(_row(hub, world.source_id, world.project_id, 1), project_id=None,
                    dedup_key="secret-looking-dedup-key")  # NOT NULL: the database refuses the row
-        answers, stale = write_batch(hub.db, delivery_insert(hub.db.engine.dialect.name), [(bad, stamp)])
+        answers, stale = write_batch(hub.db, delivery_insert(hub.db.engine.dialect.name), [(bad, stamp, None)])
     finally:
         hub.close()
     [(outcome, error)] = answers
