@@ -36,9 +36,12 @@ from bench import ingest  # noqa: E402  (instance set-up, signed requests)
 
 
 class _Stored:
-    """A delivery writer that answers at once: the receiver's work without the database."""
+    """A delivery writer that answers at once: the receiver's work without the database. The
+    body's admit, which the real writers run in their own thread or process for most adapters
+    (``admit``: ``ingest.admit_row``), is not the event loop's, so it is not run here."""
 
-    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True) -> tuple[str, str | None]:
+    async def store(self, row: dict[str, Any], stamp: int, dispatch: bool = True,
+                    admit: str | None = None) -> tuple[str, str | None]:
         return "stored", row["id"]
 
     def close(self) -> None:
