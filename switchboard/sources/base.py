@@ -201,6 +201,8 @@ class BaseSource:
         ``handshake``, but may leave ``title``, ``summary`` and ``sender`` unset. Processing
         parses the stored body again for those, so the receiver need not build them: for a
         5 KB GitHub issue they were a third of the parse (issue 11). By default, :meth:`parse`.
+        Run by the delivery writer before its transaction when :attr:`admits_in_writer` is set
+        (:func:`switchboard.web.ingest.admit_row`), by the receiver on the event loop otherwise.
 
         Raises:
             MalformedPayload, MalformedRequest: as :meth:`parse`.
