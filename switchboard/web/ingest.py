@@ -199,9 +199,9 @@ async def known_source(hub: Hub, source_id: str, fresh: bool = False) -> CachedS
 STALE = "stale"
 """Writer outcome: the source changed after the request was verified; verify again."""
 MALFORMED = "malformed"
-"""Writer outcome ``(MALFORMED, message)``: the adapter's :meth:`~switchboard.sources.base.BaseSource.admit`
-refused the body (``MalformedPayload``); the row was stored as ``failed``, without its body, and
-the request is answered 400 ``malformed_payload`` with ``message`` (DESIGN.md §6.1)."""
+"""Writer outcome ``(MALFORMED, message)``: a row the adapter's admit refused (:func:`failed_row`,
+by the receiver or by :func:`admit_row`) was stored ``failed``; the request is answered 400
+``malformed_payload`` with ``message``, its ``error_detail`` (DESIGN.md §6.1)."""
 REFUSED = "refused"
 """Writer outcome ``(REFUSED, message)``: the adapter's ``admit`` refused a header
 (``MalformedRequest``); nothing was stored, and the request is answered 400
@@ -249,10 +249,10 @@ def _answer(jobs: list[_Job], outcomes: list[Any], errors: list[BaseException | 
 class DeliveryWriter:
     """One thread storing deliveries in grouped write transactions.
 
-    ``store`` (on the event loop) queues a row and awaits its :data:`Outcome`. A batch that fails is retried one
-    delivery at a time, so one bad row fails only its own request (with the database's error,
-    which the receiver turns into a 503 problem); a database that is unavailable fails the
-    whole batch at once.
+    ``store`` (on the event loop) queues a row and awaits its :data:`Outcome`. A batch that
+    fails is retried one delivery at a time, so one bad row fails only its own request (with
+    the database's error, which the receiver turns into a 503 problem); a database that is
+    unavailable fails the whole batch at once.
 
     Args:
         hub: the process hub.
@@ -303,7 +303,8 @@ class DeliveryWriter:
                 return
 
     def _write(self, jobs: list[_Job]) -> None:
-        answers, stale = write_batch(self.hub.db, self._insert, [(job.row, job.stamp, job.admit) for job in jobs])
+        answers, stale = write_batch(self.hub.db, self._insert,
+                                     [(job.row, job.stamp, job.admit) for job in jobs])
         if stale:
             self.hub.source_cache.invalidate()
         outcomes = [outcome for outcome, _ in answers]
@@ -329,38 +330,40 @@ Outcome = tuple[str, str | None]
 ``(STALE, None)``, ``(MALFORMED, message)`` or ``(REFUSED, message)``."""
 
 
-def admit_row(row: dict[str, Any], provider: str | None) -> tuple[dict[str, Any], Outcome | None, str | None]:
+def failed_row(row: dict[str, Any], exc: MalformedPayload) -> dict[str, Any]:
+    """A copy of ``row`` for a body the adapter's admit refused: ``failed`` with the error, and
+    without its body, dedup key or digest, so the same bytes sent again are refused again, not
+    answered as a duplicate (recorded, never acknowledged: DESIGN.md §6.1). The writer answers
+    it ``(MALFORMED, error_detail)``."""
+    return {**row, "status": "failed", "raw_body": None, "error_code": exc.code, "error_detail": exc.message,
+            "dedup_key": None, "body_digest": None}
+
+
+def admit_row(row: dict[str, Any], provider: str | None) -> tuple[dict[str, Any], Outcome | None]:
     """The receiver's admit of a verified delivery, done by the delivery writer before its
     transaction (adapters with :attr:`~switchboard.sources.base.BaseSource.admits_in_writer`;
     issue 11): ``row`` with its ``event`` and ``body_digest`` filled in, as the receiver would.
 
     Args:
-        row: the receiver's row (``event`` and ``body_digest`` unset); not changed.
+        row: the receiver's row (``event`` and ``body_digest`` unset); not changed (a STALE
+            outcome sends it again).
         provider: the source's provider, or ``None`` when the receiver admitted the body itself.
 
     Returns:
-        ``(row to insert, outcome, malformed)``: ``outcome`` is ``(REFUSED, message)`` for a header
-        the adapter refuses (nothing is stored) and ``None`` otherwise; ``malformed`` is the
-        ``MalformedPayload`` message of a body it refuses, whose row is stored ``failed``
-        without its body, dedup key or digest (so the same bytes sent again are refused again,
-        not answered as a duplicate), as the receiver stored one before.
+        ``(row to insert, None)``, the row :func:`failed_row` for a body the adapter refuses; or
+        ``(row, (REFUSED, message))`` for a header it refuses, which is not stored.
     """
     if provider is None:
-        return row, None, None
+        return row, None
     adapter = adapter_for(provider)
     body, headers = row["raw_body"], row["headers"]
-    row = dict(row)
     try:
         envelope = adapter.admit(body, headers)
     except MalformedPayload as exc:
-        row.update(status="failed", raw_body=None, error_code=exc.code, error_detail=exc.message,
-                   dedup_key=None, body_digest=None)
-        return row, None, exc.message
+        return failed_row(row, exc), None
     except MalformedRequest as exc:  # a header the adapter needs
-        return row, (REFUSED, exc.message), None
-    row["event"] = envelope.kind[:100]
-    row["body_digest"] = adapter.body_digest(headers, body)
-    return row, None, None
+        return row, (REFUSED, exc.message)
+    return {**row, "event": envelope.kind[:100], "body_digest": adapter.body_digest(headers, body)}, None
 
 
 def delivery_insert(dialect: str) -> Prepared:
@@ -399,25 +402,23 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
     """
     answers: list[tuple[Outcome | None, BaseException | None]] = []
     rows: list[tuple[dict[str, Any], int]] = []
-    written_at: list[tuple[int, str | None]] = []  # (index in answers, a refused body's message)
+    written_at: list[int] = []  # where each of rows answers
     for row, stamp, provider in items:
         try:
-            row, refused, bad_body = admit_row(row, provider)
+            row, refused = admit_row(row, provider)
         except Exception as exc:  # noqa: BLE001 - an adapter's bug: this request's 503, logged by class
             log.error("a delivery could not be admitted (%s)", type(exc).__name__)
             answers.append((None, DependencyUnavailable(STORE_FAILED)))
             continue
         answers.append((refused, None))  # a refused header's answer; the others' come below
         if refused is None:
-            written_at.append((len(answers) - 1, bad_body))
+            written_at.append(len(answers) - 1)
             rows.append((row, stamp))
     if not rows:
         return answers, False
     written, stale = _write_rows(db, insert, rows)
-    for (i, bad_body), (outcome, error) in zip(written_at, written, strict=True):
-        if bad_body is not None and outcome is not None and outcome[0] == "stored":
-            outcome = (MALFORMED, bad_body)  # recorded, never acknowledged (DESIGN.md §6.1)
-        answers[i] = (outcome, error)
+    for i, answer in zip(written_at, written, strict=True):
+        answers[i] = answer
     return answers, stale
 
 
@@ -455,7 +456,9 @@ def _commit(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], in
                 outcomes.append((STALE, None))
                 continue
             if insert.run(s, row):
-                outcomes.append(("stored", row["id"]))
+                # A refused body (failed_row) is recorded, never acknowledged.
+                failed = row["status"] == "failed"
+                outcomes.append((MALFORMED, row["error_detail"]) if failed else ("stored", row["id"]))
                 continue
             first = duplicate_of(conn, row)
             if first is None:

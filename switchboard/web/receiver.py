@@ -48,6 +48,7 @@ from switchboard.web.ingest import (
     REFUSED,
     STALE,
     CachedSource,
+    failed_row,
     known_source,
     read_stamp,
 )
@@ -244,11 +245,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         "received_at": hub.clock.now(), "processed_at": None, "released_at": None, "released_by": None,
     }
     if parse_error is not None:
-        # Recorded, never acknowledged: no dedup key or body digest, so the same bytes sent
-        # again (a provider's redelivery) are refused 400 again, not answered 200 "duplicate"
-        # as if the first had been accepted.
-        row.update(status="failed", raw_body=None, error_code=parse_error.code, error_detail=parse_error.message,
-                   dedup_key=None, body_digest=None)
+        row = failed_row(row, parse_error)  # answered (MALFORMED, its detail) by the writer
     for _ in range(3):
         outcome, delivery_id = await hub.delivery_writer.store(row, entry.stamp, dispatch=parse_error is None,
                                                                admit=admit)
@@ -264,12 +261,10 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     if outcome == REFUSED:
         raise MalformedRequest(delivery_id)
     if outcome == MALFORMED:
-        parse_error = MalformedPayload(delivery_id)
+        metrics.delivery_outcome(entry.source.provider, "malformed")
+        return from_error(MalformedPayload(delivery_id))
     if outcome == "duplicate":
         return duplicate(hub, entry.source, delivery_id)
-    if parse_error is not None:
-        metrics.delivery_outcome(entry.source.provider, "malformed")
-        return from_error(parse_error)
     return accepted(hub, entry.source, entry.adapter, envelope, delivery_id)
 
 

@@ -138,11 +138,12 @@ def test_admit_row_leaves_the_receivers_row_unchanged() -> None:
                            "dedup_key": "k", "status": "received", "error_code": None, "error_detail": None,
                            "headers": {"x-github-event": "issues", "x-github-delivery": "d"}}
     before = dict(row)
-    written, outcome, malformed = admit_row(row, "github")
+    written, outcome = admit_row(row, "github")
+    malformed = written["error_detail"]  # the (MALFORMED, message) the writer answers
     assert row == before and outcome is None and malformed is not None and "duplicate key" in malformed
     assert written["status"] == "failed" and written["raw_body"] is None and written["dedup_key"] is None
-    assert admit_row(row, None) == (row, None, None)
+    assert admit_row(row, None) == (row, None)
     refused = {**row, "headers": {"x-github-event": "issues"}}
-    assert admit_row(refused, "github")[1] == (REFUSED, "X-GitHub-Delivery is required (GitHub's delivery GUID, "
-                                                        "at most 200 characters)")
+    assert admit_row(refused, "github")[1] == (REFUSED, ("X-GitHub-Delivery is required (GitHub's delivery GUID, "
+                                                         "at most 200 characters)"))
     assert MALFORMED != REFUSED
