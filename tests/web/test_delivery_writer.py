@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from switchboard.config import Settings
 from switchboard.hub import Hub
@@ -42,7 +41,9 @@ def test_each_commit_hands_off_its_deliveries_once_and_answers_every_request(tmp
         with lock:
             handed.append(list(ids))
 
-    event.listen(hub.db.engine, "commit", lambda conn: commits.append(1))
+    # The writer commits on this process's direct connection (switchboard.direct), on the driver.
+    raw = hub.db.direct_connection().connection.dbapi_connection
+    raw.set_trace_callback(lambda sql: commits.append(1) if sql == "COMMIT" else None)
     writer = DeliveryWriter(hub, on_stored)
     try:
         with hub.db.read() as s:
