@@ -42,18 +42,16 @@ def serve(host: str | None, port: int | None) -> None:
     if changes:
         settings = settings.with_overrides(**changes)
     import errno
-    import socket
 
     with clear_errors():
         # Bound here and handed to uvicorn (not probed and closed): a port in use is a clear
         # error before the start-up, and with --port 0 the port the system chose is known before
         # the app is built, so its links (web UI, source URLs, MCP snippets) name it (a review).
-        listener = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        from switchboard.web.server_protocol import listening_socket
+
         try:
-            listener.bind((settings.host, settings.port))
+            listener = listening_socket(settings.host, settings.port)
         except OSError as exc:
-            listener.close()
             hint = ""
             if exc.errno == errno.EADDRINUSE:
                 hint = " (another process listens there: stop it, or choose --port or SWITCHBOARD_PORT)"

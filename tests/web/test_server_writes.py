@@ -5,6 +5,7 @@ whole and in order (``switchboard.web.server_protocol._LingeringTransport``)."""
 from __future__ import annotations
 
 import asyncio.selector_events
+import errno
 import json
 import socket
 import threading
@@ -134,3 +135,57 @@ def test_what_is_held_leaves_before_an_eof() -> None:
         return data
 
     assert asyncio.run(run()) == b"hello"
+
+
+def test_serve_turns_nagle_off_on_every_connection(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # serve binds its own listening socket (server_protocol.listening_socket) and hands it to
+    # uvicorn. Made as socket.socket(AF_INET), its proto was 0, and asyncio sets TCP_NODELAY only
+    # on sockets whose proto says TCP: every connection kept Nagle's algorithm, and a response
+    # written in two sends waited for the client's delayed ACK (uvicorn's own protocol on it:
+    # p50 48 ms at 16 connections; issue 11). Served here exactly as serve does it.
+    import uvicorn
+
+    from switchboard.web.asgi import create_app
+    from switchboard.web.server_protocol import listening_socket, uvicorn_options
+    from tests.conftest import wait_for
+
+    nodelay: list[int] = []
+    real = asyncio.selector_events._SelectorSocketTransport.write
+
+    def recording(self: Any, data: Any) -> None:
+        sock = self.get_extra_info("socket")
+        if isinstance(self.get_extra_info("peername"), tuple):
+            nodelay.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        real(self, data)
+
+    monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", recording)
+    listener = listening_socket("127.0.0.1", 0)
+    assert listener.proto == socket.IPPROTO_TCP
+    port = listener.getsockname()[1]
+    settings = world.settings.with_overrides(port=port)
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="on", **uvicorn_options(settings)))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, timeout=20)
+        for _ in range(3):
+            assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=10).status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()
+    assert nodelay and all(nodelay), nodelay
+
+
+def test_the_listening_socket_names_a_port_in_use() -> None:
+    from switchboard.web.server_protocol import listening_socket
+
+    first = listening_socket("127.0.0.1", 0)
+    try:
+        first.listen()
+        with pytest.raises(OSError) as raised:
+            listening_socket("127.0.0.1", first.getsockname()[1])
+        assert raised.value.errno == errno.EADDRINUSE
+    finally:
+        first.close()
