@@ -390,6 +390,28 @@ def test_a_kept_alive_connection_is_closed_when_the_next_headers_stall(tight: Li
         assert time.monotonic() - started < 8
 
 
+def test_a_connection_busy_past_its_first_deadline_is_kept_then_closed_when_it_stalls(tight: LiveApp) -> None:
+    # The header deadline (2 s here) runs from each response, not from the connection's start:
+    # requests 0.5 s apart for 3.5 s are all answered on one connection, and partial headers
+    # after the last are cut off about 2 s after its response, not at once and not never.
+    host, port = tight.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
+        for _ in range(7):
+            sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            status = stream.readline()
+            assert status.startswith(b"HTTP/1.1 200"), status
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            assert len(stream.read(length)) == length
+            time.sleep(0.5)
+        started = time.monotonic()
+        sock.sendall(b"GET /api/v1/health HTTP/1.1\r\n")
+        assert stream.read() == b""  # closed, nothing answered
+        took = time.monotonic() - started
+    assert 1.0 < took < 6, took
+
+
 @pytest.mark.parametrize("path", ["/api/v1/feed?since=1180591620717411303424",
                                   "/api/v1/inbox?since=1180591620717411303424",
                                   "/api/v1/inbox/wait?wait_seconds=0&since=1180591620717411303424",
