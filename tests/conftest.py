@@ -205,24 +205,27 @@ def world(settings: Settings) -> World:
 
 
 def serve_in_thread(settings: Settings) -> Iterator[tuple[str, Hub]]:
-    """Run ``create_app(settings)`` under uvicorn in a thread; yield ``(url, hub)``."""
+    """Run ``create_app(settings)`` under uvicorn in a thread, on a listening socket made as
+    ``switchboard serve`` makes it (``server_protocol.listening_socket``, port 0); yield
+    ``(url, hub)``."""
     from switchboard.web.asgi import create_app
+    from switchboard.web.server_protocol import listening_socket, uvicorn_options
 
-    port = free_port()
+    listener = listening_socket("127.0.0.1", 0)
+    port = listener.getsockname()[1]
     settings = settings.with_overrides(port=port)
     app = create_app(settings)
-    from switchboard.web.server_protocol import uvicorn_options
-
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
                                            **uvicorn_options(settings)))
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
-    wait_for(lambda: server.started, timeout=20)
     try:
+        wait_for(lambda: server.started, timeout=20)
         yield f"http://127.0.0.1:{port}", app.state.hub
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        listener.close()
 
 
 @pytest.fixture

@@ -458,7 +458,7 @@ def _commit(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], in
             if verified_under != stamp:
                 outcomes.append((STALE, None))
                 continue
-            if insert.run(s, row):
+            if insert.run(conn, row):
                 # A refused body (failed_row) is recorded, never acknowledged.
                 failed = row["status"] == "failed"
                 outcomes.append((MALFORMED, row["error_detail"]) if failed else ("stored", row["id"]))

@@ -137,17 +137,14 @@ def test_what_is_held_leaves_before_an_eof() -> None:
     assert asyncio.run(run()) == b"hello"
 
 
-def test_serve_turns_nagle_off_on_every_connection(world: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_turns_nagle_off_on_every_connection(live: LiveApp, monkeypatch: pytest.MonkeyPatch) -> None:
     # serve binds its own listening socket (server_protocol.listening_socket) and hands it to
     # uvicorn. Made as socket.socket(AF_INET), its proto was 0, and asyncio sets TCP_NODELAY only
     # on sockets whose proto says TCP: every connection kept Nagle's algorithm, and a response
     # written in two sends waited for the client's delayed ACK (uvicorn's own protocol on it:
-    # p50 48 ms at 16 connections; issue 11). Served here exactly as serve does it.
-    import uvicorn
-
-    from switchboard.web.asgi import create_app
-    from switchboard.web.server_protocol import listening_socket, uvicorn_options
-    from tests.conftest import wait_for
+    # p50 48 ms at 16 connections; issue 11). The live app is served on such a socket, as serve
+    # does it (tests.conftest.serve_in_thread).
+    from switchboard.web.server_protocol import listening_socket
 
     nodelay: list[int] = []
     real = asyncio.selector_events._SelectorSocketTransport.write
@@ -159,22 +156,10 @@ def test_serve_turns_nagle_off_on_every_connection(world: Any, monkeypatch: pyte
         real(self, data)
 
     monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", recording)
-    listener = listening_socket("127.0.0.1", 0)
-    assert listener.proto == socket.IPPROTO_TCP
-    port = listener.getsockname()[1]
-    settings = world.settings.with_overrides(port=port)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on", **uvicorn_options(settings)))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: server.started, timeout=20)
-        for _ in range(3):
-            assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=10).status_code == 200
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        listener.close()
+    with listening_socket("127.0.0.1", 0) as listener:
+        assert listener.proto == socket.IPPROTO_TCP
+    for _ in range(3):
+        assert httpx2.get(f"{live.url}/api/v1/health", timeout=10).status_code == 200
     assert nodelay and all(nodelay), nodelay
 
 
