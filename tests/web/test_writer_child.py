@@ -405,6 +405,39 @@ def test_rows_go_to_the_child_at_once_when_it_is_idle_and_in_groups_while_it_is_
     assert {row["id"] for row in rows} <= set(_stored(world))
 
 
+def test_a_row_sent_at_once_to_an_idle_child_whose_pipe_is_closing_is_stored_by_serve(world: World) -> None:
+    """The idle rule flushes inside ``store``: a pipe that closed before the loop noticed sends
+    the row to serve's own thread writer, as the end-of-pass flush does (a review's probe)."""
+    import asyncio
+
+    import anyio
+
+    from switchboard.hub import Hub
+    from switchboard.models.stamps import read_stamp
+    from tests.web.test_delivery_writer import _row
+
+    hub = Hub(world.settings, role="cli")
+    writer = ProcessWriter(hub, lambda ids: None)
+    try:
+        with hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        row = _row(hub, world.source_id, world.project_id, 1)
+
+        async def scenario() -> tuple[str, str | None]:
+            writer.start()
+            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            assert writer._in_flight == 0 and writer._link is not None and writer._link.transport is not None
+            writer._link.transport.abort()  # closing; connection_lost has not run yet
+            return await asyncio.wait_for(writer.store(row, stamp), 30)  # sent at once: the child is idle
+
+        assert asyncio.run(scenario()) == ("stored", row["id"])
+        assert writer._fallback is not None and writer._in_flight == 0  # serve's thread wrote it
+    finally:
+        writer.close()
+        hub.close()
+    assert row["id"] in _stored(world)
+
+
 def _run_script(text: str, world: World, tmp_path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """Run ``text`` as a script with this checkout first on the path and the instance's home
     as its argument; a hang fails the test at ``timeout`` seconds."""
