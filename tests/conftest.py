@@ -204,6 +204,18 @@ def world(settings: Settings) -> World:
     return configure(settings)
 
 
+def read_response(stream: Any) -> tuple[bytes, bytes]:
+    """One HTTP/1.1 response with a ``content-length`` from ``sock.makefile("rb")``: ``(head,
+    body)``, reading no byte past it (a pipelined response can arrive in the same segment)."""
+    lines = []
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        lines.append(line.rstrip(b"\r\n"))
+    length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
+    body = stream.read(length)
+    assert len(body) == length, lines
+    return b"\r\n".join(lines), body
+
+
 def serve_in_thread(settings: Settings) -> Iterator[tuple[str, Hub]]:
     """Run ``create_app(settings)`` under uvicorn in a thread, on a listening socket made as
     ``switchboard serve`` makes it (``server_protocol.listening_socket``, port 0); yield

@@ -17,7 +17,7 @@ import pytest
 from switchboard import admin
 from switchboard.config import Settings
 from switchboard.hub import Hub
-from tests.conftest import LiveApp, World, configure, github_headers, serve_in_thread, wait_for
+from tests.conftest import LiveApp, World, configure, github_headers, read_response, serve_in_thread, wait_for
 
 
 def _human_token(world: World) -> str:
@@ -398,12 +398,8 @@ def test_a_connection_busy_past_its_first_deadline_is_kept_then_closed_when_it_s
     with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
         for _ in range(7):
             sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-            status = stream.readline()
-            assert status.startswith(b"HTTP/1.1 200"), status
-            while (line := stream.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            assert len(stream.read(length)) == length
+            head, _ = read_response(stream)  # the whole body, by its content-length
+            assert head.startswith(b"HTTP/1.1 200"), head
             time.sleep(0.5)
         started = time.monotonic()
         sock.sendall(b"GET /api/v1/health HTTP/1.1\r\n")

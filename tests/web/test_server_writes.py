@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.conftest import LiveApp
+from tests.conftest import LiveApp, read_response
 
 
 @pytest.fixture
@@ -38,18 +38,6 @@ def sends(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
     return counts
 
 
-def _read_response(stream: Any) -> tuple[bytes, bytes]:
-    """One HTTP/1.1 response with a ``content-length`` from ``sock.makefile("rb")``: ``(head,
-    body)``, reading no byte past it (a pipelined response can arrive in the same segment)."""
-    lines = []
-    while (line := stream.readline()) not in (b"\r\n", b""):
-        lines.append(line.rstrip(b"\r\n"))
-    length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
-    body = stream.read(length)
-    assert len(body) == length, lines
-    return b"\r\n".join(lines), body
-
-
 def test_each_response_leaves_in_one_send(live: LiveApp, sends: Counter[int]) -> None:
     # uvicorn's h11 protocol writes a response's head, then its body: two system calls each,
     # a tenth of serve's CPU at full ingest. Held for the event loop's pass, they leave as one.
@@ -57,7 +45,7 @@ def test_each_response_leaves_in_one_send(live: LiveApp, sends: Counter[int]) ->
     with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
         for _ in range(5):
             sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n")
-            head, body = _read_response(stream)
+            head, body = read_response(stream)
             assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["status"] == "ok"
         client_port = sock.getsockname()[1]
     assert sends[client_port] == 5
@@ -71,9 +59,9 @@ def test_a_large_body_arrives_whole_and_in_order(live: LiveApp) -> None:
         for _ in range(3):
             sock.sendall(b"GET /api/v1/openapi.json HTTP/1.1\r\nHost: t\r\n\r\n"
                          b"GET /api/v1/health HTTP/1.1\r\nHost: t\r\n\r\n")  # pipelined
-            head, body = _read_response(stream)
+            head, body = read_response(stream)
             assert head.startswith(b"HTTP/1.1 200") and body == spec.content
-            head, body = _read_response(stream)
+            head, body = read_response(stream)
             assert json.loads(body)["status"] == "ok"
 
 
