@@ -18,7 +18,7 @@ within the last :data:`RING_BASE_SECONDS` (issue 10 item 5).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -90,8 +90,14 @@ class Wake:
         return {"content": self.content, "meta": self.meta}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (for Redis pub/sub)."""
-        return asdict(self)
+        """JSON-ready form (Redis pub/sub, the processing process's pipe): every field by name,
+        ``agent_ids`` a copy.
+
+        Not ``dataclasses.asdict``: its deep copy of every field cost 33 µs a wake against 2.5 µs
+        here, about 3 % of an rq worker's CPU per delivery (issue 11)."""
+        data = {name: getattr(self, name) for name in _WAKE_FIELDS}
+        data["agent_ids"] = list(self.agent_ids)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Wake:
@@ -99,6 +105,10 @@ class Wake:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         known.setdefault("provider", data.get("source", "api"))
         return cls(**known)
+
+
+_WAKE_FIELDS = tuple(f.name for f in fields(Wake))
+"""The fields of :class:`Wake`, in order (:meth:`Wake.to_dict`)."""
 
 
 def recipients(session: Session, project_id: str, assigned: str | None = None) -> tuple[str, list[str]]:
