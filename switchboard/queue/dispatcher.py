@@ -23,12 +23,18 @@ an earlier version)."""
 RQ_BATCH = 16
 """Delivery ids per rq job at most: one job per writer commit, cut into pieces this size so
 several workers share a burst (issue 11)."""
-RQ_LINGER_SECONDS = 0.01
+RQ_LINGER_SECONDS = 0.02
 """Under load, the rq hand-off waits until this long after the previous one started before it
-takes what is waiting (a lone delivery after a quiet spell goes at once). Measured with
-``bench/wake.py --rq --workers 2`` (issue 11): a job per writer commit averaged about 9
-deliveries at full speed, each job costs rq about 2.7 ms of worker CPU, and the workers fell
-behind the acks (full-speed wake p99 172-492 ms); with the wait, 109-210 ms."""
+takes what is waiting (a lone delivery after a quiet spell goes at once), so a job gathers
+several writer commits: rq's own bookkeeping costs a worker about 3.7 ms of CPU per job
+whatever it holds (a no-op job in a ``SimpleWorker``, in process), against about 1 ms of
+processing per delivery. Measured with ``bench/wake.py --rq --workers 2`` (issue 11): with one
+job per writer commit (about 9 deliveries at full speed) the workers fell behind the acks
+(full-speed wake p99 172-492 ms); with a 10 ms wait, 109-210 ms; with 20 ms, on 2026-12-06
+four runs alternated with 10 ms, 137-156 against 143-257 ms, the workers keeping up (woken
+98-99 % of the acked rate against 96-98 %). The 20 ms wait is also what lets ``serve`` send
+rows to its delivery writer sooner (:data:`~switchboard.web.writer_child.SEND_EVERY`) without
+the workers falling behind again (docs/PERFORMANCE.md)."""
 
 
 class Dispatcher(Protocol):

@@ -349,8 +349,9 @@ def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(
         async def scenario() -> tuple[str, str | None]:
             writer.start()
             assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            writer._in_flight = 1  # the child is busy: a lone row waits for the end of this pass
             stored = asyncio.ensure_future(writer.store(row, stamp))
-            await asyncio.sleep(0)  # the row waits for this pass's flush
+            await asyncio.sleep(0)
             assert writer._out and writer._link is not None and writer._link.transport is not None
             writer._link.transport.abort()  # the pipe closes before the flush
             return await asyncio.wait_for(stored, 30)
@@ -360,6 +361,81 @@ def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(
         writer.close()
         hub.close()
     assert row["id"] in _stored(world) and handed == [row["id"]]
+
+
+def test_rows_go_to_the_child_at_once_when_it_is_idle_and_in_groups_while_it_is_busy(world: World) -> None:
+    """A row waits for the end of the event loop's pass only while the child has rows in flight,
+    and then only until SEND_EVERY rows wait (issue 11)."""
+    import asyncio
+
+    import anyio
+
+    from switchboard.hub import Hub
+    from switchboard.models.stamps import read_stamp
+    from switchboard.web.writer_child import SEND_EVERY
+    from tests.web.test_delivery_writer import _row
+
+    assert SEND_EVERY > 1
+    hub = Hub(world.settings, role="cli")
+    writer = ProcessWriter(hub, lambda ids: None)
+    try:
+        with hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        rows = [_row(hub, world.source_id, world.project_id, i) for i in range(SEND_EVERY + 2)]
+
+        async def scenario() -> list[tuple[str, str | None]]:
+            writer.start()
+            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            first = asyncio.ensure_future(writer.store(rows[0], stamp))
+            await asyncio.sleep(0)  # store() ran up to its await
+            # The child was idle: sent at once, not at the end of this pass.
+            assert writer._out == [] and writer._in_flight == 1
+            more = [asyncio.ensure_future(writer.store(row, stamp)) for row in rows[1:]]
+            await asyncio.sleep(0)  # the others ran up to their awaits, in this same pass
+            # Busy: SEND_EVERY rows went together, the last one waits for the end of the pass.
+            assert [item[1]["id"] for item in writer._out] == [rows[-1]["id"]]
+            assert writer._in_flight == 1 + SEND_EVERY
+            return list(await asyncio.wait_for(asyncio.gather(first, *more), 30))
+
+        assert asyncio.run(scenario()) == [("stored", row["id"]) for row in rows]
+        assert writer._in_flight == 0
+    finally:
+        writer.close()
+        hub.close()
+    assert {row["id"] for row in rows} <= set(_stored(world))
+
+
+def test_a_row_sent_at_once_to_an_idle_child_whose_pipe_is_closing_is_stored_by_serve(world: World) -> None:
+    """The idle rule flushes inside ``store``: a pipe that closed before the loop noticed sends
+    the row to serve's own thread writer, as the end-of-pass flush does (a review's probe)."""
+    import asyncio
+
+    import anyio
+
+    from switchboard.hub import Hub
+    from switchboard.models.stamps import read_stamp
+    from tests.web.test_delivery_writer import _row
+
+    hub = Hub(world.settings, role="cli")
+    writer = ProcessWriter(hub, lambda ids: None)
+    try:
+        with hub.db.read() as s:
+            stamp = read_stamp(s.connection())
+        row = _row(hub, world.source_id, world.project_id, 1)
+
+        async def scenario() -> tuple[str, str | None]:
+            writer.start()
+            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            assert writer._in_flight == 0 and writer._link is not None and writer._link.transport is not None
+            writer._link.transport.abort()  # closing; connection_lost has not run yet
+            return await asyncio.wait_for(writer.store(row, stamp), 30)  # sent at once: the child is idle
+
+        assert asyncio.run(scenario()) == ("stored", row["id"])
+        assert writer._fallback is not None and writer._in_flight == 0  # serve's thread wrote it
+    finally:
+        writer.close()
+        hub.close()
+    assert row["id"] in _stored(world)
 
 
 def _run_script(text: str, world: World, tmp_path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
