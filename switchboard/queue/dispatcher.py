@@ -32,7 +32,7 @@ processing per delivery. Measured with ``bench/wake.py --rq --workers 2`` (issue
 job per writer commit (about 9 deliveries at full speed) the workers fell behind the acks
 (full-speed wake p99 172-492 ms); with a 10 ms wait, 109-210 ms; with 20 ms, on 2026-12-06
 four runs alternated with 10 ms, 132-156 against 143-257 ms, the workers keeping up (woken
-98-99 % of the acked rate against 96-98 %). The 20 ms wait is also what lets ``serve`` send
+97-99 % of the acked rate against 96-98 %). The 20 ms wait is also what lets ``serve`` send
 rows to its delivery writer sooner (:data:`~switchboard.web.writer_child.SEND_EVERY`) without
 the workers falling behind again (docs/PERFORMANCE.md)."""
 
