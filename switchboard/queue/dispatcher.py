@@ -21,20 +21,30 @@ RQ_JOB = "switchboard.worker.rq_process_deliveries"
 one transaction (``switchboard.worker.rq_process_delivery``, one id, still runs jobs queued by
 an earlier version)."""
 RQ_BATCH = 16
-"""Delivery ids per rq job at most: one job per writer commit, cut into pieces this size so
-several workers share a burst (issue 11)."""
+"""Delivery ids per rq job at most: one job per hand-off (the ids of every writer commit since
+the previous one, :data:`RQ_LINGER_SECONDS`), cut into pieces this size so several workers share
+a burst (issue 11)."""
 RQ_LINGER_SECONDS = 0.02
 """Under load, the rq hand-off waits until this long after the previous one started before it
 takes what is waiting (a lone delivery after a quiet spell goes at once), so a job gathers
 several writer commits: rq's own bookkeeping costs a worker about 3.7 ms of CPU per job
 whatever it holds (a no-op job in a ``SimpleWorker``, in process), against about 1 ms of
-processing per delivery. Measured with ``bench/wake.py --rq --workers 2`` (issue 11): with one
-job per writer commit (about 9 deliveries at full speed) the workers fell behind the acks
-(full-speed wake p99 172-492 ms); with a 10 ms wait, 109-210 ms; with 20 ms, on 2026-12-06
-four runs alternated with 10 ms, 132-156 against 143-257 ms, the workers keeping up (woken
-97-99 % of the acked rate against 96-98 %). The 20 ms wait is also what lets ``serve`` send
-rows to its delivery writer sooner (:data:`~switchboard.web.writer_child.SEND_EVERY`) without
-the workers falling behind again (docs/PERFORMANCE.md)."""
+processing per delivery. After a hand-off of fewer than :data:`RQ_BUSY_IDS` ids the wait is half
+as long. Measured with ``bench/wake.py --rq --workers 2`` (issue 11):
+
+- one job per writer commit (about 9 deliveries at full speed): the workers fell behind the
+  acks, full-speed wake p99 172-492 ms;
+- a 10 ms wait (2026-12-04/05): 109-210 ms;
+- on 2026-12-06, alternated: a 10 ms wait 143-257 ms, 20 ms 132-156 ms (four runs each), the
+  workers keeping up (woken 97-99 % of the acked rate against 96-98 %). The 20 ms wait is also
+  what lets ``serve`` send rows to its delivery writer sooner
+  (:data:`~switchboard.web.writer_child.SEND_EVERY`) without the workers falling behind again;
+- but 20 ms after every hand-off added 9 ms to the p50 at 50 deliveries a second (one every
+  20 ms, each waiting out part of the previous one's wait): 20-21 against 12-13 ms. Half the
+  wait after a small hand-off keeps that rate's deliveries from waiting at all (docs/PERFORMANCE.md)."""
+RQ_BUSY_IDS = 4
+"""A hand-off of at least this many ids means ids are coming fast: the next waits the whole
+:data:`RQ_LINGER_SECONDS`; after a smaller one, half of it."""
 
 
 class Dispatcher(Protocol):
@@ -153,7 +163,8 @@ class RqDispatcher(InProcess):
     ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and
     enqueues them as jobs of up to :data:`RQ_BATCH` ids each with ``Queue.enqueue_many`` in one
     Redis pipeline (one round trip per hand-off, and one rq job per 16 deliveries instead of
-    one per delivery: issue 11), at most one hand-off per :data:`RQ_LINGER_SECONDS` under load,
+    one per delivery: issue 11), at most one hand-off per :data:`RQ_LINGER_SECONDS` under load
+    (half that after a small one, :data:`RQ_BUSY_IDS`),
     so neither the event loop nor the delivery writer waits on Redis, and a worker processes a
     job's deliveries in one transaction. An id lost with the
     process (or refused by Redis) is still ``received`` in the database: the sweeper re-sends it.
@@ -182,18 +193,20 @@ class RqDispatcher(InProcess):
             self._ids.put(list(delivery_ids))
 
     def _run(self) -> None:
-        last = -RQ_LINGER_SECONDS
+        last, linger = -RQ_LINGER_SECONDS, RQ_LINGER_SECONDS
         while True:
             first = self._ids.get()
             if first is None:
                 return
-            wait = last + RQ_LINGER_SECONDS - time.monotonic()
+            wait = last + linger - time.monotonic()
             if wait > 0:  # the previous hand-off was just now: gather more into fewer jobs
                 time.sleep(wait)
             lists, stop = drain(self._ids, first, self.MAX_BATCH)
             last = time.monotonic()
             # Once each: the writer's hand-off and a sweep can name the same delivery.
-            self.enqueue(list(dict.fromkeys(i for ids in lists for i in ids)))
+            ids = list(dict.fromkeys(i for batch in lists for i in batch))
+            linger = RQ_LINGER_SECONDS if len(ids) >= RQ_BUSY_IDS else RQ_LINGER_SECONDS / 2
+            self.enqueue(ids)
             if stop:
                 return
 
