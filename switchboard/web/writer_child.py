@@ -333,7 +333,8 @@ class ProcessWriter:
                 self._fallback_logged = False
             self._ready.set()
             return
-        self._in_flight = max(0, self._in_flight - len(message))
+        if link is self._link:  # a late answer of a replaced child says nothing of this one's
+            self._in_flight = max(0, self._in_flight - len(message))
         stored: list[str] = []
         stale = False
         settled: list[tuple[asyncio.Future[Outcome], Outcome | None, tuple[str, str] | None]] = []
@@ -360,6 +361,7 @@ class ProcessWriter:
     def _lost(self, link: _Link) -> None:
         if self._link is link:
             self._link = None
+            self._in_flight = 0
             self._ready.clear()
         # What this child was sent fails (committed or not); what is still waiting for this
         # pass's flush never reached it and goes to the thread writer there; what a newer

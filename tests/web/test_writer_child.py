@@ -428,7 +428,11 @@ def test_a_row_sent_at_once_to_an_idle_child_whose_pipe_is_closing_is_stored_by_
             assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
             assert writer._in_flight == 0 and writer._link is not None and writer._link.transport is not None
             writer._link.transport.abort()  # closing; connection_lost has not run yet
-            return await asyncio.wait_for(writer.store(row, stamp), 30)  # sent at once: the child is idle
+            # Awaited here, not through wait_for: a task of its own would start only after
+            # connection_lost, and store would then go to the thread writer without reaching
+            # _flush's closing-pipe branch, which is what this test is about (review).
+            async with asyncio.timeout(30):
+                return await writer.store(row, stamp)  # sent at once: the child is idle
 
         assert asyncio.run(scenario()) == ("stored", row["id"])
         assert writer._fallback is not None and writer._in_flight == 0  # serve's thread wrote it
