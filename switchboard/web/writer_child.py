@@ -197,7 +197,7 @@ class ProcessWriter:
         # dozen requests (several ms), and meanwhile the child sat idle, or finished its
         # transaction and found nothing waiting. The child takes every message waiting into one
         # transaction, so what is sent while it writes still makes one batch. bench/ingest.py's
-        # ack path, alternated: 56-58 -> 63-64 % of the bare route (docs/PERFORMANCE.md).
+        # ack path, seven runs each alternated: 59 -> 64 % of the bare route (medians, PERFORMANCE).
         if self._in_flight == 0 or len(self._out) >= SEND_EVERY:
             self._flush()
         elif not self._flush_scheduled:
