@@ -146,7 +146,6 @@ class ProcessWriter:
         self._out: list[tuple[int, dict[str, Any], int, bool, str | None]] = []
         self._child_hands_off = bool(hub.settings.redis_url)  # see writer_main
         self._flush_scheduled = False
-        self._in_flight = 0  # rows sent to the current child and not answered yet
         self._process: Any = None
         self._ready = threading.Event()
         self._first_exited = threading.Event()
@@ -205,6 +204,12 @@ class ProcessWriter:
             loop.call_soon(self._end_of_pass)
         return await future
 
+    @property
+    def _in_flight(self) -> int:
+        """Rows sent to a child and not answered yet: every pending row not waiting in ``_out``
+        (an answer, a failure and the thread writer's fallback each take a row off ``_pending``)."""
+        return len(self._pending) - len(self._out)
+
     def _end_of_pass(self) -> None:
         self._flush_scheduled = False
         self._flush()
@@ -233,7 +238,6 @@ class ProcessWriter:
             entry = self._pending.get(item[0])
             if entry is not None:
                 entry.link = link
-        self._in_flight += len(out)
 
     async def _write_here(self, future: asyncio.Future[Outcome], row: dict[str, Any], stamp: int,
                           dispatch: bool, admit: str | None) -> None:
@@ -328,13 +332,10 @@ class ProcessWriter:
     def _received(self, link: _Link, message: Any) -> None:
         if message == ("ready",):
             self._link = link
-            self._in_flight = 0
             with self._lock:
                 self._fallback_logged = False
             self._ready.set()
             return
-        if link is self._link:  # a late answer of a replaced child says nothing of this one's
-            self._in_flight = max(0, self._in_flight - len(message))
         stored: list[str] = []
         stale = False
         settled: list[tuple[asyncio.Future[Outcome], Outcome | None, tuple[str, str] | None]] = []
@@ -361,7 +362,6 @@ class ProcessWriter:
     def _lost(self, link: _Link) -> None:
         if self._link is link:
             self._link = None
-            self._in_flight = 0
             self._ready.clear()
         # What this child was sent fails (committed or not); what is still waiting for this
         # pass's flush never reached it and goes to the thread writer there; what a newer

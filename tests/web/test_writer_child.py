@@ -14,8 +14,10 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
@@ -24,6 +26,9 @@ from switchboard.config import Settings
 from switchboard.errors import ConfigError
 from switchboard.web.writer_child import ProcessWriter
 from tests.conftest import CASES, World, github_headers, serve_in_thread, wait_for
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
 
 
 def _bodies(n: int, tag: str) -> list[bytes]:
@@ -329,37 +334,61 @@ def test_with_redis_the_child_enqueues_the_rq_jobs_of_what_it_stored(world: Worl
         assert not [i for batch in handed for i in batch if i in ids]
 
 
-def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(world: World) -> None:
-    import asyncio
-
-    import anyio
-
+@contextmanager
+def _writer_in_this_process(world: World, on_stored: Callable[[list[str]], None]
+                            ) -> Iterator[tuple[Hub, ProcessWriter, int]]:
+    """A :class:`ProcessWriter` on ``world`` (not started: :func:`_started` on the test's loop),
+    its hub and the current sources stamp; both closed at the end."""
     from switchboard.hub import Hub
     from switchboard.models.stamps import read_stamp
-    from tests.web.test_delivery_writer import _row
 
     hub = Hub(world.settings, role="cli")
-    handed: list[str] = []
-    writer = ProcessWriter(hub, handed.extend)
+    writer = ProcessWriter(hub, on_stored)
     try:
         with hub.db.read() as s:
             stamp = read_stamp(s.connection())
+        yield hub, writer, stamp
+    finally:
+        writer.close()
+        hub.close()
+
+
+async def _started(writer: ProcessWriter) -> None:
+    """Start ``writer``'s child from the running loop and wait until it is ready."""
+    import anyio
+
+    writer.start()
+    assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+
+
+def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(world: World) -> None:
+    import asyncio
+
+    from switchboard.errors import DependencyUnavailable
+    from switchboard.web.writer_child import _Pending
+    from tests.web.test_delivery_writer import _row
+
+    handed: list[str] = []
+    with _writer_in_this_process(world, handed.extend) as (hub, writer, stamp):
         row = _row(hub, world.source_id, world.project_id, 1)
 
         async def scenario() -> tuple[str, str | None]:
-            writer.start()
-            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
-            writer._in_flight = 1  # the child is busy: a lone row waits for the end of this pass
+            await _started(writer)
+            # The child is busy (a row sent to it and not answered): a lone row waits for the
+            # end of this pass.
+            busy = _Pending(asyncio.get_running_loop().create_future(), "dlv_busy", False, writer._link)
+            writer._pending[-1] = busy
             stored = asyncio.ensure_future(writer.store(row, stamp))
             await asyncio.sleep(0)
             assert writer._out and writer._link is not None and writer._link.transport is not None
             writer._link.transport.abort()  # the pipe closes before the flush
-            return await asyncio.wait_for(stored, 30)
+            outcome = await asyncio.wait_for(stored, 30)
+            # What the closed pipe's child had is answered 503 (never by the thread writer).
+            [failed] = await asyncio.wait_for(asyncio.gather(busy.future, return_exceptions=True), 30)
+            assert isinstance(failed, DependencyUnavailable)
+            return outcome
 
         assert asyncio.run(scenario()) == ("stored", row["id"])
-    finally:
-        writer.close()
-        hub.close()
     assert row["id"] in _stored(world) and handed == [row["id"]]
 
 
@@ -368,24 +397,15 @@ def test_rows_go_to_the_child_at_once_when_it_is_idle_and_in_groups_while_it_is_
     and then only until SEND_EVERY rows wait (issue 11)."""
     import asyncio
 
-    import anyio
-
-    from switchboard.hub import Hub
-    from switchboard.models.stamps import read_stamp
     from switchboard.web.writer_child import SEND_EVERY
     from tests.web.test_delivery_writer import _row
 
     assert SEND_EVERY > 1
-    hub = Hub(world.settings, role="cli")
-    writer = ProcessWriter(hub, lambda ids: None)
-    try:
-        with hub.db.read() as s:
-            stamp = read_stamp(s.connection())
+    with _writer_in_this_process(world, lambda ids: None) as (hub, writer, stamp):
         rows = [_row(hub, world.source_id, world.project_id, i) for i in range(SEND_EVERY + 2)]
 
         async def scenario() -> list[tuple[str, str | None]]:
-            writer.start()
-            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            await _started(writer)
             first = asyncio.ensure_future(writer.store(rows[0], stamp))
             await asyncio.sleep(0)  # store() ran up to its await
             # The child was idle: sent at once, not at the end of this pass.
@@ -399,9 +419,6 @@ def test_rows_go_to_the_child_at_once_when_it_is_idle_and_in_groups_while_it_is_
 
         assert asyncio.run(scenario()) == [("stored", row["id"]) for row in rows]
         assert writer._in_flight == 0
-    finally:
-        writer.close()
-        hub.close()
     assert {row["id"] for row in rows} <= set(_stored(world))
 
 
@@ -410,22 +427,13 @@ def test_a_row_sent_at_once_to_an_idle_child_whose_pipe_is_closing_is_stored_by_
     the row to serve's own thread writer, as the end-of-pass flush does (a review's probe)."""
     import asyncio
 
-    import anyio
-
-    from switchboard.hub import Hub
-    from switchboard.models.stamps import read_stamp
     from tests.web.test_delivery_writer import _row
 
-    hub = Hub(world.settings, role="cli")
-    writer = ProcessWriter(hub, lambda ids: None)
-    try:
-        with hub.db.read() as s:
-            stamp = read_stamp(s.connection())
+    with _writer_in_this_process(world, lambda ids: None) as (hub, writer, stamp):
         row = _row(hub, world.source_id, world.project_id, 1)
 
         async def scenario() -> tuple[str, str | None]:
-            writer.start()
-            assert await anyio.to_thread.run_sync(writer.wait_ready, 30)
+            await _started(writer)
             assert writer._in_flight == 0 and writer._link is not None and writer._link.transport is not None
             writer._link.transport.abort()  # closing; connection_lost has not run yet
             # Awaited here, not through wait_for: a task of its own would start only after
@@ -436,9 +444,6 @@ def test_a_row_sent_at_once_to_an_idle_child_whose_pipe_is_closing_is_stored_by_
 
         assert asyncio.run(scenario()) == ("stored", row["id"])
         assert writer._fallback is not None and writer._in_flight == 0  # serve's thread wrote it
-    finally:
-        writer.close()
-        hub.close()
     assert row["id"] in _stored(world)
 
 
