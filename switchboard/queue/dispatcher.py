@@ -157,58 +157,44 @@ ENQUEUE_LOG_SECONDS = 10.0
 """While Redis refuses the hand-off, one warning per this many seconds (with the count)."""
 
 
-class RqDispatcher(InProcess):
-    """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries.
+class HandOffPace:
+    """When the next rq hand-off may go: :data:`RQ_LINGER_SECONDS` after the previous one
+    started, half that after one of fewer than :data:`RQ_BUSY_IDS` ids; at once after a quiet
+    spell. Times are ``time.monotonic()`` seconds; the constants are read at each call."""
 
-    ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and
-    enqueues them as jobs of up to :data:`RQ_BATCH` ids each with ``Queue.enqueue_many`` in one
-    Redis pipeline (one round trip per hand-off, and one rq job per 16 deliveries instead of
-    one per delivery: issue 11), at most one hand-off per :data:`RQ_LINGER_SECONDS` under load
-    (half that after a small one, :data:`RQ_BUSY_IDS`),
-    so neither the event loop nor the delivery writer waits on Redis, and a worker processes a
-    job's deliveries in one transaction. An id lost with the
-    process (or refused by Redis) is still ``received`` in the database: the sweeper re-sends it.
+    def __init__(self) -> None:
+        self._last = -float("inf")
+        self._linger = RQ_LINGER_SECONDS
+
+    def wait(self, now: float) -> float:
+        """Seconds from ``now`` until a hand-off may go (0.0: it may go now)."""
+        return max(0.0, self._last + self._linger - now)
+
+    def went(self, count: int, now: float) -> None:
+        """A hand-off of ``count`` ids started at ``now``."""
+        self._last = now
+        self._linger = RQ_LINGER_SECONDS if count >= RQ_BUSY_IDS else RQ_LINGER_SECONDS / 2
+
+
+class RqEnqueue:
+    """The rq jobs of a hand-off: each delivery an rq job on queue ``switchboard`` with
+    retries, :data:`RQ_BATCH` ids a job, one Redis pipeline a hand-off (issue 11).
+
+    Args:
+        redis_url: the Redis the rq workers read.
+        timeout: seconds to connect and to wait for Redis's answer (``None``: redis-py's
+            default, no limit). A hand-off that runs on a thread others wait for sets one.
     """
 
-    MAX_BATCH = 500
-    name = "rq"
-    """The job mode ``/api/v1/health`` names."""
-
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, timeout: float | None = None) -> None:
         import redis
         from rq import Queue
 
-        self._redis = redis.Redis.from_url(redis_url)
+        self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
         self._queue = Queue(RQ_QUEUE, connection=self._redis)
-        self._ids: stdqueue.SimpleQueue[list[str] | None] = stdqueue.SimpleQueue()
         # The current enqueue outage: when it was last logged (None: no outage), ids since then.
         self._logged: float | None = None
         self._unsent = 0
-        self._thread = threading.Thread(target=self._run, name="switchboard-rq-handoff", daemon=True)
-        self._thread.start()
-
-    def submit(self, delivery_ids: list[str]) -> None:
-        """Queue deliveries for the hand-off thread (no I/O)."""
-        if delivery_ids:
-            self._ids.put(list(delivery_ids))
-
-    def _run(self) -> None:
-        last, linger = -RQ_LINGER_SECONDS, RQ_LINGER_SECONDS
-        while True:
-            first = self._ids.get()
-            if first is None:
-                return
-            wait = last + linger - time.monotonic()
-            if wait > 0:  # the previous hand-off was just now: gather more into fewer jobs
-                time.sleep(wait)
-            lists, stop = drain(self._ids, first, self.MAX_BATCH)
-            last = time.monotonic()
-            # Once each: the writer's hand-off and a sweep can name the same delivery.
-            ids = list(dict.fromkeys(i for batch in lists for i in batch))
-            linger = RQ_LINGER_SECONDS if len(ids) >= RQ_BUSY_IDS else RQ_LINGER_SECONDS / 2
-            self.enqueue(ids)
-            if stop:
-                return
 
     def oldest_wait(self) -> float | None:
         """Seconds the oldest job in the rq queue has waited for a worker (0.0 when none waits;
@@ -227,8 +213,9 @@ class RqDispatcher(InProcess):
         except Exception:  # noqa: BLE001 - unknown: the caller acts as if nothing waited
             return None
 
-    def enqueue(self, delivery_ids: list[str]) -> None:
-        """Enqueue ``rq_process_delivery`` for each id in one pipeline; errors leave them to the sweeper."""
+    def enqueue(self, delivery_ids: list[str]) -> bool:
+        """Enqueue ``rq_process_delivery`` for each id in one pipeline. Returns False when Redis
+        refused them (logged; they stay ``received`` and the sweeper hands them over again)."""
         from rq import Retry
 
         try:
@@ -238,25 +225,156 @@ class RqDispatcher(InProcess):
                 self._queue.enqueue_many(datas, pipeline=pipe)
                 pipe.execute()
         except Exception as exc:  # noqa: BLE001 - stored and acked already; the sweeper re-runs them
-            # One line when an outage starts, then one every ENQUEUE_LOG_SECONDS with the count
-            # (a hand-off every 10 ms logged hundreds of lines a second while Redis was down).
-            self._unsent += len(delivery_ids)
-            now = time.monotonic()
-            if self._logged is None or now - self._logged >= ENQUEUE_LOG_SECONDS:
-                log.warning("could not enqueue %d deliveries (%s); they stay received and the sweeper hands "
-                            "them over again", self._unsent, type(exc).__name__)
-                self._logged, self._unsent = now, 0
-            return
+            self.left_to_sweeper(len(delivery_ids), type(exc).__name__)
+            return False
         if self._logged is not None:
             log.warning("enqueueing works again (%d more deliveries were left to the sweeper meanwhile)",
                         self._unsent)
             self._logged, self._unsent = None, 0
+        return True
+
+    def left_to_sweeper(self, count: int, reason: str) -> None:
+        """Count ``count`` ids not enqueued (``reason``: the error's class); one line when an
+        outage starts, then one every :data:`ENQUEUE_LOG_SECONDS` with the count (a hand-off every
+        10 ms logged hundreds of lines a second while Redis was down)."""
+        self._unsent += count
+        now = time.monotonic()
+        if self._logged is None or now - self._logged >= ENQUEUE_LOG_SECONDS:
+            log.warning("could not enqueue %d deliveries (%s); they stay received and the sweeper hands "
+                        "them over again", self._unsent, reason)
+            self._logged, self._unsent = now, 0
+
+    def close(self) -> None:
+        """Close the Redis connection."""
+        self._redis.close()
+
+
+class RqDispatcher(RqEnqueue, InProcess):
+    """Scaled mode: each delivery becomes an rq job on queue ``switchboard`` with retries.
+
+    ``submit`` only queues the id in memory; a hand-off thread takes every waiting id and
+    enqueues them as jobs of up to :data:`RQ_BATCH` ids each with ``Queue.enqueue_many`` in one
+    Redis pipeline (one round trip per hand-off, and one rq job per 16 deliveries instead of
+    one per delivery: issue 11), at most one hand-off per :data:`RQ_LINGER_SECONDS` under load
+    (half that after a small one, :data:`RQ_BUSY_IDS`),
+    so neither the event loop nor the delivery writer waits on Redis, and a worker processes a
+    job's deliveries in one transaction. An id lost with the
+    process (or refused by Redis) is still ``received`` in the database: the sweeper re-sends it.
+    The delivery writer process hands off without a thread (:class:`PacedHandOff`).
+    """
+
+    MAX_BATCH = 500
+    name = "rq"
+    """The job mode ``/api/v1/health`` names."""
+
+    def __init__(self, redis_url: str) -> None:
+        super().__init__(redis_url)
+        self._ids: stdqueue.SimpleQueue[list[str] | None] = stdqueue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="switchboard-rq-handoff", daemon=True)
+        self._thread.start()
+
+    def submit(self, delivery_ids: list[str]) -> None:
+        """Queue deliveries for the hand-off thread (no I/O)."""
+        if delivery_ids:
+            self._ids.put(list(delivery_ids))
+
+    def _run(self) -> None:
+        pace = HandOffPace()
+        while True:
+            first = self._ids.get()
+            if first is None:
+                return
+            wait = pace.wait(time.monotonic())
+            if wait > 0:  # the previous hand-off was just now: gather more into fewer jobs
+                time.sleep(wait)
+            lists, stop = drain(self._ids, first, self.MAX_BATCH)
+            # Once each: the writer's hand-off and a sweep can name the same delivery.
+            ids = list(dict.fromkeys(i for batch in lists for i in batch))
+            pace.went(len(ids), time.monotonic())
+            self.enqueue(ids)
+            if stop:
+                return
 
     def close(self) -> None:
         """Send what is queued, then close the Redis connection."""
         self._ids.put(None)
         self._thread.join(timeout=10)
-        self._redis.close()
+        super().close()
+
+
+HANDOFF_TIMEOUT_SECONDS = 1.0
+""":class:`PacedHandOff`'s limit on connecting to Redis and on each answer: the delivery writer
+waits for its hand-off, so a Redis that stops answering (a network partition, not a refusal,
+which fails at once) must not hold the writes for the operating system's minutes."""
+HANDOFF_RETRY_SECONDS = 5.0
+"""After a hand-off Redis refused or did not answer, :class:`PacedHandOff` tries again only this
+long after; the ids stored meanwhile are left to the sweeper, so an unreachable Redis costs the
+delivery writer at most one :data:`HANDOFF_TIMEOUT_SECONDS` per this long."""
+
+
+class PacedHandOff:
+    """The delivery writer process's rq hand-off, run on that process's one thread: the rule of
+    :class:`RqDispatcher` (:class:`HandOffPace`, :data:`RQ_BATCH` ids a job) without its
+    hand-off thread.
+
+    The writer calls :meth:`add` with what each commit stored, after answering ``serve``, then
+    :meth:`run_due`, and waits for its next rows at most :meth:`wait` seconds. So the hand-off
+    runs while the writer would be waiting anyway, and the writer's transactions never wait for
+    the interpreter lock behind it. Measured with ``bench/ingest.py``'s ack path (issue 11): with
+    the thread, the writer's transactions took turns with the hand-off's Python (rq's job
+    objects, redis-py's pipeline: about 36 µs of CPU a delivery under load) and the ack path
+    ran at a median 58.5 % of the bare route, against 66.5 % without it (twelve runs each,
+    alternated; docs/PERFORMANCE.md).
+
+    Redis is given :data:`HANDOFF_TIMEOUT_SECONDS` and, after a failure,
+    :data:`HANDOFF_RETRY_SECONDS` before the next try; ids not enqueued stay ``received`` in
+    the database and the sweeper hands them over again, as with the thread.
+    """
+
+    MAX_BATCH = RqDispatcher.MAX_BATCH
+    """Ids a hand-off takes at most; more wait for the next."""
+
+    def __init__(self, redis_url: str) -> None:
+        self._rq = RqEnqueue(redis_url, timeout=HANDOFF_TIMEOUT_SECONDS)
+        self._ids: dict[str, None] = {}  # in order, once each
+        self._pace = HandOffPace()
+        self._retry_at = -float("inf")
+
+    def add(self, delivery_ids: list[str]) -> None:
+        """Ids the writer stored and answered; handed off by :meth:`run_due` (no I/O here)."""
+        for delivery_id in delivery_ids:
+            self._ids[delivery_id] = None
+
+    def wait(self) -> float | None:
+        """Seconds until what waits is due (0.0: now); ``None`` when nothing waits."""
+        if not self._ids:
+            return None
+        return self._pace.wait(time.monotonic())
+
+    def run_due(self) -> None:
+        """Hand off what waits if it is due (:class:`HandOffPace`); else nothing."""
+        if self._ids and self._pace.wait(time.monotonic()) == 0:
+            self._hand_off()
+
+    def _hand_off(self) -> None:
+        ids = list(self._ids)[:self.MAX_BATCH]
+        for delivery_id in ids:
+            del self._ids[delivery_id]
+        now = time.monotonic()
+        self._pace.went(len(ids), now)
+        if now < self._retry_at:
+            self._rq.left_to_sweeper(len(ids), "not tried again yet")
+            return
+        if not self._rq.enqueue(ids):
+            self._retry_at = time.monotonic() + HANDOFF_RETRY_SECONDS
+
+    def close(self) -> None:
+        """Hand off what waits, however soon after the previous hand-off, then close Redis."""
+        try:
+            while self._ids:
+                self._hand_off()
+        finally:
+            self._rq.close()
 
 
 def _job_data(queue: object, delivery_ids: list[str], retry_cls: type) -> object:

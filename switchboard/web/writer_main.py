@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
     from switchboard.config import Settings
+    from switchboard.queue.dispatcher import PacedHandOff
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +75,18 @@ def writer_main(settings: Settings, pipe: Connection) -> None:
     insert = delivery_insert(db.engine.dialect.name)
     # With Redis the child enqueues the rq jobs of what it stored itself (after answering), so
     # the hand-off's Redis pipeline (about 0.13 ms of interpreter time a delivery) is not
-    # taken from serve's event loop.
+    # taken from serve's event loop; on this thread, between transactions (PacedHandOff).
     handoff = None
     if settings.redis_url:
-        from switchboard.queue.dispatcher import RqDispatcher
+        from switchboard.queue.dispatcher import PacedHandOff
 
-        handoff = RqDispatcher(settings.redis_url)
+        handoff = PacedHandOff(settings.redis_url)
     try:
         pipe.send(("ready",))
         while True:
             try:
+                if handoff is not None:
+                    _wait_for_rows(pipe, handoff)
                 first = pipe.recv()
             except (EOFError, OSError):
                 return
@@ -117,13 +120,24 @@ def writer_main(settings: Settings, pipe: Connection) -> None:
                 return  # serve is gone; what was committed is in the database (the sweeper's)
             finally:
                 if handoff is not None:
-                    handoff.submit(stored)
+                    handoff.add(stored)
+                    handoff.run_due()
             if stop:
                 return
     finally:
         if handoff is not None:
             handoff.close()
         db.dispose()
+
+
+def _wait_for_rows(pipe: Connection, handoff: PacedHandOff) -> None:
+    """Return once ``serve``'s next message (or the pipe's end) is there to read; meanwhile hand
+    off the ids that wait as their time comes (:meth:`PacedHandOff.wait`)."""
+    while True:
+        wait = handoff.wait()
+        if wait is None or (wait > 0 and pipe.poll(wait)):
+            return
+        handoff.run_due()
 
 
 def _describe(error: BaseException) -> tuple[str, str]:

@@ -212,6 +212,91 @@ def test_an_enqueue_outage_is_logged_once_per_ten_seconds_with_its_count(caplog:
 
 
 
+def _job_ids(conn: redis.Redis) -> list[list[str]]:
+    """The ids of each job in the rq queue, oldest first."""
+    return [list(job.args[0]) for job in Queue(RQ_QUEUE, connection=conn).get_jobs()]
+
+
+def test_the_writer_process_hand_off_paces_as_the_thread_does_without_a_thread(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 11: the delivery writer process hands off on its own thread, between transactions
+    # (PacedHandOff), by the rule of RqDispatcher's thread: at once after a quiet spell, then
+    # not before the linger (half of it after a small hand-off), each id once, in order.
+    from switchboard.queue import dispatcher as dispatcher_module
+
+    monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 1.0)  # margins a loaded CI keeps
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    threads = threading.active_count()
+    handoff = dispatcher_module.PacedHandOff(redis_url)
+    try:
+        assert threading.active_count() == threads  # no hand-off thread
+        assert handoff.wait() is None  # nothing waits
+        handoff.add(["dlv_lone"])
+        assert handoff.wait() == 0.0
+        handoff.run_due()
+        assert _job_ids(conn) == [["dlv_lone"]]  # at once, synchronously
+        handoff.add(["dlv_a", "dlv_b"])
+        handoff.add(["dlv_b", "dlv_a", "dlv_c"])  # a sweep naming what a commit named
+        assert 0.3 < handoff.wait() <= 0.5  # half the linger after a small hand-off
+        handoff.run_due()
+        assert _job_ids(conn) == [["dlv_lone"]]  # not due yet
+        time.sleep(handoff.wait())
+        handoff.run_due()
+        assert _job_ids(conn) == [["dlv_lone"], ["dlv_a", "dlv_b", "dlv_c"]]
+        busy = [f"dlv_busy_{i}" for i in range(dispatcher_module.RQ_BUSY_IDS)]
+        handoff.add(busy)
+        time.sleep(handoff.wait())
+        handoff.run_due()
+        handoff.add(["dlv_d"])
+        assert 0.8 < handoff.wait() <= 1.0  # the whole linger after a busy hand-off
+    finally:
+        handoff.close()  # hands off what waits, however soon
+    assert _job_ids(conn) == [["dlv_lone"], ["dlv_a", "dlv_b", "dlv_c"], busy, ["dlv_d"]]
+
+
+def test_a_redis_that_does_not_answer_holds_the_writer_process_hand_off_once_per_retry(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # The writer waits for its hand-off: a Redis that accepts connections and never answers (a
+    # partition, not a refusal) must cost it the timeout once per retry interval, not the
+    # operating system's minutes on every hand-off. What is not enqueued stays received in the
+    # database, for the sweeper; the log says how many.
+    import socket
+
+    from switchboard.queue import dispatcher as dispatcher_module
+
+    monkeypatch.setattr(dispatcher_module, "HANDOFF_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(dispatcher_module, "HANDOFF_RETRY_SECONDS", 2.0)
+    monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 0.0)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel completes the handshakes; nothing ever reads or answers
+    handoff = dispatcher_module.PacedHandOff(f"redis://127.0.0.1:{silent.getsockname()[1]}/0")
+    try:
+        began = time.monotonic()
+        handoff.add(["dlv_1", "dlv_2"])
+        handoff.run_due()
+        first = time.monotonic() - began
+        assert 0.25 <= first < 1.5, first  # the timeout, once
+        began = time.monotonic()
+        for n in range(5):  # within the retry interval: not tried, left to the sweeper at once
+            handoff.add([f"dlv_{n}x"])
+            handoff.run_due()
+        assert time.monotonic() - began < 0.2
+        assert handoff.wait() is None  # none kept in memory: the database has them
+        lines = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
+        assert lines == ["could not enqueue 2 deliveries (TimeoutError); they stay received and the sweeper "
+                         "hands them over again"]
+        time.sleep(2.0)  # the retry interval has passed: tried again (and held the timeout again)
+        began = time.monotonic()
+        handoff.add(["dlv_again"])
+        handoff.run_due()
+        assert time.monotonic() - began >= 0.25
+    finally:
+        handoff.close()
+        silent.close()
+
+
 def test_the_periodic_sweep_does_not_enqueue_again_while_jobs_wait_for_a_worker(world: World, redis_url: str) -> None:
     # Review: with no worker running, each 15 s pass enqueued the oldest 1,000 deliveries still
     # 'received' once more (about 440 extra jobs in two minutes). A second review: a queue that
