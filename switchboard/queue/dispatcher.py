@@ -176,6 +176,35 @@ class HandOffPace:
         self._linger = RQ_LINGER_SECONDS if count >= RQ_BUSY_IDS else RQ_LINGER_SECONDS / 2
 
 
+class EnqueueOutage:
+    """The log of an enqueue outage, shared by the hand-offs of one process: one line when it
+    starts, then one every :data:`ENQUEUE_LOG_SECONDS` with the count of ids not enqueued since
+    (a hand-off every 10 ms logged hundreds of lines a second while Redis was down), and one
+    when enqueueing works again."""
+
+    def __init__(self) -> None:
+        self.logged: float | None = None
+        """``time.monotonic()`` of the last line; ``None``: no outage."""
+        self.unsent = 0
+        """Ids not enqueued since the last line."""
+
+    def left_to_sweeper(self, count: int, reason: str) -> None:
+        """``count`` ids were not enqueued (``reason``: the error's class, or why not tried)."""
+        self.unsent += count
+        now = time.monotonic()
+        if self.logged is None or now - self.logged >= ENQUEUE_LOG_SECONDS:
+            log.warning("could not enqueue %d deliveries (%s); they stay received and the sweeper hands "
+                        "them over again", self.unsent, reason)
+            self.logged, self.unsent = now, 0
+
+    def enqueued(self) -> None:
+        """A hand-off went through: the outage, if any, is over."""
+        if self.logged is not None:
+            log.warning("enqueueing works again (%d more deliveries were left to the sweeper meanwhile)",
+                        self.unsent)
+            self.logged, self.unsent = None, 0
+
+
 class RqEnqueue:
     """The rq jobs of a hand-off: each delivery an rq job on queue ``switchboard`` with
     retries, :data:`RQ_BATCH` ids a job, one Redis pipeline a hand-off (issue 11).
@@ -184,17 +213,16 @@ class RqEnqueue:
         redis_url: the Redis the rq workers read.
         timeout: seconds to connect and to wait for Redis's answer (``None``: redis-py's
             default, no limit). A hand-off that runs on a thread others wait for sets one.
+        outage: the outage log to share with another hand-off (a new one when ``None``).
     """
 
-    def __init__(self, redis_url: str, timeout: float | None = None) -> None:
+    def __init__(self, redis_url: str, timeout: float | None = None, outage: EnqueueOutage | None = None) -> None:
         import redis
         from rq import Queue
 
         self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
         self._queue = Queue(RQ_QUEUE, connection=self._redis)
-        # The current enqueue outage: when it was last logged (None: no outage), ids since then.
-        self._logged: float | None = None
-        self._unsent = 0
+        self.outage = outage or EnqueueOutage()
 
     def oldest_wait(self) -> float | None:
         """Seconds the oldest job in the rq queue has waited for a worker (0.0 when none waits;
@@ -225,24 +253,10 @@ class RqEnqueue:
                 self._queue.enqueue_many(datas, pipeline=pipe)
                 pipe.execute()
         except Exception as exc:  # noqa: BLE001 - stored and acked already; the sweeper re-runs them
-            self.left_to_sweeper(len(delivery_ids), type(exc).__name__)
+            self.outage.left_to_sweeper(len(delivery_ids), type(exc).__name__)
             return False
-        if self._logged is not None:
-            log.warning("enqueueing works again (%d more deliveries were left to the sweeper meanwhile)",
-                        self._unsent)
-            self._logged, self._unsent = None, 0
+        self.outage.enqueued()
         return True
-
-    def left_to_sweeper(self, count: int, reason: str) -> None:
-        """Count ``count`` ids not enqueued (``reason``: the error's class); one line when an
-        outage starts, then one every :data:`ENQUEUE_LOG_SECONDS` with the count (a hand-off every
-        10 ms logged hundreds of lines a second while Redis was down)."""
-        self._unsent += count
-        now = time.monotonic()
-        if self._logged is None or now - self._logged >= ENQUEUE_LOG_SECONDS:
-            log.warning("could not enqueue %d deliveries (%s); they stay received and the sweeper hands "
-                        "them over again", self._unsent, reason)
-            self._logged, self._unsent = now, 0
 
     def close(self) -> None:
         """Close the Redis connection."""
@@ -267,8 +281,8 @@ class RqDispatcher(RqEnqueue, InProcess):
     name = "rq"
     """The job mode ``/api/v1/health`` names."""
 
-    def __init__(self, redis_url: str) -> None:
-        super().__init__(redis_url)
+    def __init__(self, redis_url: str, timeout: float | None = None, outage: EnqueueOutage | None = None) -> None:
+        super().__init__(redis_url, timeout, outage)
         self._ids: stdqueue.SimpleQueue[list[str] | None] = stdqueue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="switchboard-rq-handoff", daemon=True)
         self._thread.start()
@@ -305,11 +319,23 @@ class RqDispatcher(RqEnqueue, InProcess):
 HANDOFF_TIMEOUT_SECONDS = 1.0
 """:class:`PacedHandOff`'s limit on connecting to Redis and on each answer: the delivery writer
 waits for its hand-off, so a Redis that stops answering (a network partition, not a refusal,
-which fails at once) must not hold the writes for the operating system's minutes."""
-HANDOFF_RETRY_SECONDS = 5.0
-"""After a hand-off Redis refused or did not answer, :class:`PacedHandOff` tries again only this
-long after; the ids stored meanwhile are left to the sweeper, so an unreachable Redis costs the
-delivery writer at most one :data:`HANDOFF_TIMEOUT_SECONDS` per this long."""
+which fails at once) holds the writes this long, once, not for the operating system's minutes."""
+
+
+class _Recovering(RqDispatcher):
+    """:class:`PacedHandOff`'s hand-off thread while Redis fails: :attr:`recovered` is set once
+    a hand-off goes through again."""
+
+    def __init__(self, redis_url: str, outage: EnqueueOutage) -> None:
+        self.recovered = threading.Event()
+        super().__init__(redis_url, HANDOFF_TIMEOUT_SECONDS, outage)
+
+    def enqueue(self, delivery_ids: list[str]) -> bool:
+        """As :meth:`RqEnqueue.enqueue`; sets :attr:`recovered` when Redis took them."""
+        done = super().enqueue(delivery_ids)
+        if done:
+            self.recovered.set()
+        return done
 
 
 class PacedHandOff:
@@ -323,25 +349,35 @@ class PacedHandOff:
     the interpreter lock behind it. Measured with ``bench/ingest.py``'s ack path (issue 11): with
     the thread, the writer's transactions took turns with the hand-off's Python (rq's job
     objects, redis-py's pipeline: about 36 µs of CPU a delivery under load) and the ack path
-    ran at a median 58.5 % of the bare route, against 66.5 % without it (twelve runs each,
+    ran at a median 59 % of the bare route, against 65.5 % without it (sixteen runs each,
     alternated; docs/PERFORMANCE.md).
 
-    Redis is given :data:`HANDOFF_TIMEOUT_SECONDS` and, after a failure,
-    :data:`HANDOFF_RETRY_SECONDS` before the next try; ids not enqueued stay ``received`` in
-    the database and the sweeper hands them over again, as with the thread.
+    When Redis refuses a hand-off or does not answer within :data:`HANDOFF_TIMEOUT_SECONDS`, the
+    writer stops waiting for Redis: until a hand-off goes through again, the ids go to a
+    hand-off thread as with :class:`RqDispatcher` (its failures logged as one outage, ids not
+    enqueued left ``received`` for the sweeper), and once one does, the hand-off is back on
+    the writer's thread. So an unanswering Redis holds the writes once, for the timeout.
     """
 
     MAX_BATCH = RqDispatcher.MAX_BATCH
     """Ids a hand-off takes at most; more wait for the next."""
 
     def __init__(self, redis_url: str) -> None:
+        self._url = redis_url
         self._rq = RqEnqueue(redis_url, timeout=HANDOFF_TIMEOUT_SECONDS)
         self._ids: dict[str, None] = {}  # in order, once each
         self._pace = HandOffPace()
-        self._retry_at = -float("inf")
+        self._thread: _Recovering | None = None
 
     def add(self, delivery_ids: list[str]) -> None:
-        """Ids the writer stored and answered; handed off by :meth:`run_due` (no I/O here)."""
+        """Ids the writer stored and answered; handed off by :meth:`run_due` (no I/O here), or
+        by the hand-off thread while Redis fails."""
+        if self._thread is not None and self._thread.recovered.is_set():
+            self._thread.close()  # Redis answers again: what it holds goes now, then back here
+            self._thread = None
+        if self._thread is not None:
+            self._thread.submit(delivery_ids)
+            return
         for delivery_id in delivery_ids:
             self._ids[delivery_id] = None
 
@@ -360,13 +396,11 @@ class PacedHandOff:
         ids = list(self._ids)[:self.MAX_BATCH]
         for delivery_id in ids:
             del self._ids[delivery_id]
-        now = time.monotonic()
-        self._pace.went(len(ids), now)
-        if now < self._retry_at:
-            self._rq.left_to_sweeper(len(ids), "not tried again yet")
-            return
+        self._pace.went(len(ids), time.monotonic())
         if not self._rq.enqueue(ids):
-            self._retry_at = time.monotonic() + HANDOFF_RETRY_SECONDS
+            self._thread = _Recovering(self._url, self._rq.outage)
+            rest, self._ids = list(self._ids), {}
+            self._thread.submit(rest)
 
     def close(self) -> None:
         """Hand off what waits, however soon after the previous hand-off, then close Redis."""
@@ -374,6 +408,8 @@ class PacedHandOff:
             while self._ids:
                 self._hand_off()
         finally:
+            if self._thread is not None:
+                self._thread.close()
             self._rq.close()
 
 

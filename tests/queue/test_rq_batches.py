@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import redis
@@ -203,7 +204,7 @@ def test_an_enqueue_outage_is_logged_once_per_ten_seconds_with_its_count(caplog:
         lines = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
         assert lines == ["could not enqueue 2 deliveries (ConnectionError); they stay received and the sweeper "
                          "hands them over again"]
-        dispatcher._logged = -1e9  # ten seconds later
+        dispatcher.outage.logged = -1e9  # ten seconds later
         dispatcher.enqueue(["dlv_x"])
         lines = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
         assert lines[1].startswith("could not enqueue 9 deliveries (ConnectionError)")
@@ -255,47 +256,70 @@ def test_the_writer_process_hand_off_paces_as_the_thread_does_without_a_thread(
     assert _job_ids(conn) == [["dlv_lone"], ["dlv_a", "dlv_b", "dlv_c"], busy, ["dlv_d"]]
 
 
-def test_a_redis_that_does_not_answer_holds_the_writer_process_hand_off_once_per_retry(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    # The writer waits for its hand-off: a Redis that accepts connections and never answers (a
-    # partition, not a refusal) must cost it the timeout once per retry interval, not the
-    # operating system's minutes on every hand-off. What is not enqueued stays received in the
-    # database, for the sweeper; the log says how many.
-    import socket
+def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_then_a_thread_takes_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # The writer waits for its hand-off: a Redis that stops answering (here a real redis-server
+    # stopped with SIGSTOP: connections still complete, nothing is answered) must cost it the
+    # timeout once, not the operating system's minutes on every hand-off. Until Redis answers
+    # again the ids go to a hand-off thread (not enqueued ones stay received, for the sweeper);
+    # then the hand-off is back on the writer's thread.
+    import shutil
+    import signal
+    import subprocess
 
     from switchboard.queue import dispatcher as dispatcher_module
+    from tests.services import _free_port, _unavailable, _wait_for_redis, redis_server_argv
 
+    server = shutil.which("redis-server")
+    if server is None:
+        _unavailable("redis-server not found on PATH")
+    port = _free_port()
+    proc = subprocess.Popen(redis_server_argv(server, port, tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     monkeypatch.setattr(dispatcher_module, "HANDOFF_TIMEOUT_SECONDS", 0.3)
-    monkeypatch.setattr(dispatcher_module, "HANDOFF_RETRY_SECONDS", 2.0)
     monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 0.0)
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(16)  # the kernel completes the handshakes; nothing ever reads or answers
-    handoff = dispatcher_module.PacedHandOff(f"redis://127.0.0.1:{silent.getsockname()[1]}/0")
+    url = f"redis://127.0.0.1:{port}/0"
+    handoff = None
     try:
+        assert _wait_for_redis(proc, port), "redis-server did not start"
+        conn = redis.Redis.from_url(url)
+        threads = threading.active_count()
+        handoff = dispatcher_module.PacedHandOff(url)
+        handoff.add(["dlv_before"])
+        handoff.run_due()
+        assert _job_ids(conn) == [["dlv_before"]]
+        proc.send_signal(signal.SIGSTOP)
         began = time.monotonic()
         handoff.add(["dlv_1", "dlv_2"])
         handoff.run_due()
-        first = time.monotonic() - began
-        assert 0.25 <= first < 1.5, first  # the timeout, once
+        assert 0.25 <= time.monotonic() - began < 1.5  # the timeout, once
         began = time.monotonic()
-        for n in range(5):  # within the retry interval: not tried, left to the sweeper at once
+        for n in range(5):  # a thread takes them now: the writer does not wait
             handoff.add([f"dlv_{n}x"])
             handoff.run_due()
+            assert handoff.wait() is None
         assert time.monotonic() - began < 0.2
-        assert handoff.wait() is None  # none kept in memory: the database has them
+        assert threading.active_count() == threads + 1
         lines = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
         assert lines == ["could not enqueue 2 deliveries (TimeoutError); they stay received and the sweeper "
-                         "hands them over again"]
-        time.sleep(2.0)  # the retry interval has passed: tried again (and held the timeout again)
-        began = time.monotonic()
-        handoff.add(["dlv_again"])
+                         "hands them over again"]  # the thread's failures count in the same outage
+        # The thread's hand-offs time out in turn (0.3 s each), counted in the same outage.
+        wait_for(lambda: handoff._rq.outage.unsent == 5, timeout=20)  # noqa: SLF001
+        proc.send_signal(signal.SIGCONT)
+        handoff.add(["dlv_after"])  # to the thread, which finds Redis answering again
+        wait_for(lambda: ["dlv_after"] in _job_ids(conn), timeout=20)
+        wait_for(lambda: [r.getMessage() for r in caplog.records if "works again" in r.getMessage()] == [
+            "enqueueing works again (5 more deliveries were left to the sweeper meanwhile)"], timeout=20)
+        handoff.add(["dlv_back"])
+        assert threading.active_count() == threads  # the thread is gone: back on the writer's thread
         handoff.run_due()
-        assert time.monotonic() - began >= 0.25
+        assert _job_ids(conn)[-1] == ["dlv_back"]  # enqueued by run_due itself
     finally:
-        handoff.close()
-        silent.close()
-
+        if handoff is not None:
+            proc.send_signal(signal.SIGCONT)
+            handoff.close()
+        proc.kill()
+        proc.wait(timeout=10)
 
 def test_the_periodic_sweep_does_not_enqueue_again_while_jobs_wait_for_a_worker(world: World, redis_url: str) -> None:
     # Review: with no worker running, each 15 s pass enqueued the oldest 1,000 deliveries still
