@@ -160,7 +160,8 @@ ENQUEUE_LOG_SECONDS = 10.0
 class HandOffPace:
     """When the next rq hand-off may go: :data:`RQ_LINGER_SECONDS` after the previous one
     started, half that after one of fewer than :data:`RQ_BUSY_IDS` ids; at once after a quiet
-    spell. Times are ``time.monotonic()`` seconds; the constants are read at each call."""
+    spell. Times are ``time.monotonic()`` seconds; the constants are read when a hand-off goes
+    (:meth:`went`), so a test may change them before."""
 
     def __init__(self) -> None:
         self._last = -float("inf")
@@ -242,8 +243,11 @@ class RqEnqueue:
             return None
 
     def enqueue(self, delivery_ids: list[str]) -> bool:
-        """Enqueue ``rq_process_delivery`` for each id in one pipeline. Returns False when Redis
-        refused them (logged; they stay ``received`` and the sweeper hands them over again)."""
+        """Enqueue one :data:`RQ_JOB` job per :data:`RQ_BATCH` ids in one pipeline. Returns False
+        when that failed, whatever the error (a refusal, a timeout, an error reply): logged in
+        :attr:`outage`; they stay ``received`` and the sweeper hands them over again. (After a
+        timeout Redis may have run the pipeline all the same: a delivery processed already is
+        skipped by the job the sweep makes again.)"""
         from rq import Retry
 
         try:
@@ -337,6 +341,25 @@ class _Recovering(RqDispatcher):
             self.recovered.set()
         return done
 
+    def retire(self) -> None:
+        """Stop after handing off what it holds, without waiting for it (the caller is the
+        writer's thread); the thread closes its Redis connection when done."""
+        self._ids.put(None)
+
+    def is_alive(self) -> bool:
+        """Whether its thread still runs."""
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for its thread to end (after :meth:`retire`)."""
+        self._thread.join(timeout=timeout)
+
+    def _run(self) -> None:
+        try:
+            super()._run()
+        finally:
+            self._redis.close()
+
 
 class PacedHandOff:
     """The delivery writer process's rq hand-off, run on that process's one thread: the rule of
@@ -368,12 +391,16 @@ class PacedHandOff:
         self._ids: dict[str, None] = {}  # in order, once each
         self._pace = HandOffPace()
         self._thread: _Recovering | None = None
+        self._retired: list[_Recovering] = []  # threads handing off what they held, then ending
 
     def add(self, delivery_ids: list[str]) -> None:
         """Ids the writer stored and answered; handed off by :meth:`run_due` (no I/O here), or
         by the hand-off thread while Redis fails."""
         if self._thread is not None and self._thread.recovered.is_set():
-            self._thread.close()  # Redis answers again: what it holds goes now, then back here
+            # Redis answers again: the thread sends what it holds and ends (not waited for
+            # here), and the hand-off is back on the writer's thread.
+            self._thread.retire()
+            self._retired = [t for t in self._retired if t.is_alive()] + [self._thread]
             self._thread = None
         if self._thread is not None:
             self._thread.submit(delivery_ids)
@@ -409,7 +436,10 @@ class PacedHandOff:
                 self._hand_off()
         finally:
             if self._thread is not None:
-                self._thread.close()
+                self._thread.retire()
+                self._retired.append(self._thread)
+            for thread in self._retired:
+                thread.join(timeout=10)
             self._rq.close()
 
 

@@ -238,7 +238,7 @@ def test_the_writer_process_hand_off_paces_as_the_thread_does_without_a_thread(
         handoff.run_due()
         assert _job_ids(conn) == [["dlv_lone"]]  # at once, synchronously
         handoff.add(["dlv_a", "dlv_b"])
-        handoff.add(["dlv_b", "dlv_a", "dlv_c"])  # a sweep naming what a commit named
+        handoff.add(["dlv_b", "dlv_a", "dlv_c"])  # each id once, in order, as the thread does
         assert 0.3 < handoff.wait() <= 0.5  # half the linger after a small hand-off
         handoff.run_due()
         assert _job_ids(conn) == [["dlv_lone"]]  # not due yet
@@ -255,6 +255,46 @@ def test_the_writer_process_hand_off_paces_as_the_thread_does_without_a_thread(
         handoff.close()  # hands off what waits, however soon
     assert _job_ids(conn) == [["dlv_lone"], ["dlv_a", "dlv_b", "dlv_c"], busy, ["dlv_d"]]
 
+
+def test_the_writer_process_waits_for_rows_only_until_its_waiting_ids_are_due(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # writer_main waits for serve's next rows with _wait_for_rows: while ids wait for the hand-off
+    # it must not block in recv() past their time (they would wait for the next delivery), and
+    # rows that arrive first must not wait for the hand-off.
+    import multiprocessing as mp
+
+    from switchboard.queue import dispatcher as dispatcher_module
+    from switchboard.web.writer_main import _wait_for_rows
+
+    monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 1.0)
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    reader, writer = mp.Pipe(duplex=False)
+    handoff = dispatcher_module.PacedHandOff(redis_url)
+    try:
+        handoff.add(["dlv_first"])
+        handoff.run_due()  # at once: the next waits half the linger
+        handoff.add(["dlv_waiting"])
+        began = time.monotonic()
+        _wait_for_rows(reader, handoff)  # no rows come: returns once dlv_waiting is handed off
+        assert 0.4 <= time.monotonic() - began < 0.9
+        assert _job_ids(conn) == [["dlv_first"], ["dlv_waiting"]] and handoff.wait() is None
+        handoff.add(["dlv_next"])  # due in 0.5 s
+        threading.Timer(0.05, writer.send, args=(["a row"],)).start()
+        began = time.monotonic()
+        _wait_for_rows(reader, handoff)  # the row comes first: back at once, dlv_next still waits
+        assert time.monotonic() - began < 0.4 and reader.recv() == ["a row"]
+        assert handoff.wait() is not None and _job_ids(conn)[-1] == ["dlv_waiting"]
+        writer.close()
+        began = time.monotonic()
+        _wait_for_rows(reader, handoff)  # serve is gone: the pipe's end is there to read at once
+        assert time.monotonic() - began < 0.4
+        with pytest.raises(EOFError):
+            reader.recv()
+    finally:
+        handoff.close()
+        reader.close()
+    assert _job_ids(conn)[-1] == ["dlv_next"]  # handed off on close
 
 def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_then_a_thread_takes_over(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
@@ -311,7 +351,7 @@ def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_the
         wait_for(lambda: [r.getMessage() for r in caplog.records if "works again" in r.getMessage()] == [
             "enqueueing works again (5 more deliveries were left to the sweeper meanwhile)"], timeout=20)
         handoff.add(["dlv_back"])
-        assert threading.active_count() == threads  # the thread is gone: back on the writer's thread
+        wait_for(lambda: threading.active_count() == threads, timeout=20)  # it ends by itself
         handoff.run_due()
         assert _job_ids(conn)[-1] == ["dlv_back"]  # enqueued by run_due itself
     finally:
