@@ -320,45 +320,36 @@ class RqDispatcher(RqEnqueue, InProcess):
         super().close()
 
 
-HANDOFF_TIMEOUT_SECONDS = 1.0
-""":class:`PacedHandOff`'s limit on connecting to Redis and on each answer: the delivery writer
-waits for its hand-off, so a Redis that stops answering (a network partition, not a refusal,
-which fails at once) holds the writes this long, once, not for the operating system's minutes."""
+HANDOFF_TIMEOUT_SECONDS = 0.25
+""":class:`PacedHandOff`'s limit, on the writer's thread, on connecting to Redis and on each
+answer: the delivery writer waits for its hand-off, so a Redis that stops answering (a network
+partition, not a refusal, which fails at once) or answers slowly holds the writes this long,
+once, not for the operating system's minutes. A hand-off of 500 ids to a local Redis takes a
+few milliseconds."""
+HANDOFF_SLOW_SECONDS = 0.005
+"""A hand-off on the writer's thread that takes longer than this (a slow or distant Redis, or
+one that fails) moves the hand-off to a thread until one there takes no longer; about 1 ms
+to a local Redis."""
+THREAD_TIMEOUT_SECONDS = 5.0
+"""The limit of :class:`PacedHandOff`'s hand-off thread on connecting and on each answer (no
+one waits for it; it must only not wait for the operating system's minutes)."""
 
 
-class _Recovering(RqDispatcher):
-    """:class:`PacedHandOff`'s hand-off thread while Redis fails: :attr:`recovered` is set once
-    a hand-off goes through again."""
+class _HandOffThread(RqDispatcher):
+    """:class:`PacedHandOff`'s hand-off thread, for while Redis fails or is slow: :attr:`fast`
+    is set when a hand-off there went through within :data:`HANDOFF_SLOW_SECONDS`."""
 
     def __init__(self, redis_url: str, outage: EnqueueOutage) -> None:
-        self.recovered = threading.Event()
-        super().__init__(redis_url, HANDOFF_TIMEOUT_SECONDS, outage)
+        self.fast = threading.Event()
+        super().__init__(redis_url, THREAD_TIMEOUT_SECONDS, outage)
 
     def enqueue(self, delivery_ids: list[str]) -> bool:
-        """As :meth:`RqEnqueue.enqueue`; sets :attr:`recovered` when Redis took them."""
+        """As :meth:`RqEnqueue.enqueue`; sets :attr:`fast` when Redis took them quickly."""
+        began = time.monotonic()
         done = super().enqueue(delivery_ids)
-        if done:
-            self.recovered.set()
+        if done and time.monotonic() - began <= HANDOFF_SLOW_SECONDS:
+            self.fast.set()
         return done
-
-    def retire(self) -> None:
-        """Stop after handing off what it holds, without waiting for it (the caller is the
-        writer's thread); the thread closes its Redis connection when done."""
-        self._ids.put(None)
-
-    def is_alive(self) -> bool:
-        """Whether its thread still runs."""
-        return self._thread.is_alive()
-
-    def join(self, timeout: float) -> None:
-        """Wait at most ``timeout`` seconds for its thread to end (after :meth:`retire`)."""
-        self._thread.join(timeout=timeout)
-
-    def _run(self) -> None:
-        try:
-            super()._run()
-        finally:
-            self._redis.close()
 
 
 class PacedHandOff:
@@ -375,11 +366,12 @@ class PacedHandOff:
     ran at a median 59 % of the bare route, against 65.5 % without it (sixteen runs each,
     alternated; docs/PERFORMANCE.md).
 
-    When Redis refuses a hand-off or does not answer within :data:`HANDOFF_TIMEOUT_SECONDS`, the
-    writer stops waiting for Redis: until a hand-off goes through again, the ids go to a
-    hand-off thread as with :class:`RqDispatcher` (its failures logged as one outage, ids not
-    enqueued left ``received`` for the sweeper), and once one does, the hand-off is back on
-    the writer's thread. So an unanswering Redis holds the writes once, for the timeout.
+    That holds only while Redis answers fast. A hand-off that fails (a refusal, or no answer
+    within :data:`HANDOFF_TIMEOUT_SECONDS`) or takes longer than :data:`HANDOFF_SLOW_SECONDS`
+    moves the hand-off to a thread, as with :class:`RqDispatcher` (failures logged as one
+    outage, ids not enqueued left ``received`` for the sweeper), until a hand-off there takes no
+    longer; then it is back on the writer's thread. So a Redis that stops answering, or answers
+    slowly, holds the writes once, for at most about the timeout.
     """
 
     MAX_BATCH = RqDispatcher.MAX_BATCH
@@ -390,19 +382,20 @@ class PacedHandOff:
         self._rq = RqEnqueue(redis_url, timeout=HANDOFF_TIMEOUT_SECONDS)
         self._ids: dict[str, None] = {}  # in order, once each
         self._pace = HandOffPace()
-        self._thread: _Recovering | None = None
-        self._retired: list[_Recovering] = []  # threads handing off what they held, then ending
+        self._thread: _HandOffThread | None = None  # made at the first slow or failed hand-off, then kept
+        self._on_thread = False
+
+    @property
+    def on_thread(self) -> bool:
+        """Whether the ids go to the hand-off thread now (Redis failed or was slow)."""
+        return self._on_thread
 
     def add(self, delivery_ids: list[str]) -> None:
         """Ids the writer stored and answered; handed off by :meth:`run_due` (no I/O here), or
-        by the hand-off thread while Redis fails."""
-        if self._thread is not None and self._thread.recovered.is_set():
-            # Redis answers again: the thread sends what it holds and ends (not waited for
-            # here), and the hand-off is back on the writer's thread.
-            self._thread.retire()
-            self._retired = [t for t in self._retired if t.is_alive()] + [self._thread]
-            self._thread = None
-        if self._thread is not None:
+        by the hand-off thread while Redis fails or is slow."""
+        if self._on_thread and self._thread is not None and self._thread.fast.is_set():
+            self._on_thread = False  # Redis answers quickly again: back on the writer's thread
+        if self._on_thread and self._thread is not None:
             self._thread.submit(delivery_ids)
             return
         for delivery_id in delivery_ids:
@@ -423,11 +416,16 @@ class PacedHandOff:
         ids = list(self._ids)[:self.MAX_BATCH]
         for delivery_id in ids:
             del self._ids[delivery_id]
-        self._pace.went(len(ids), time.monotonic())
-        if not self._rq.enqueue(ids):
-            self._thread = _Recovering(self._url, self._rq.outage)
-            rest, self._ids = list(self._ids), {}
-            self._thread.submit(rest)
+        began = time.monotonic()
+        self._pace.went(len(ids), began)
+        if self._rq.enqueue(ids) and time.monotonic() - began <= HANDOFF_SLOW_SECONDS:
+            return
+        if self._thread is None:
+            self._thread = _HandOffThread(self._url, self._rq.outage)
+        self._thread.fast.clear()
+        self._on_thread = True
+        rest, self._ids = list(self._ids), {}
+        self._thread.submit(rest)
 
     def close(self) -> None:
         """Hand off what waits, however soon after the previous hand-off, then close Redis."""
@@ -436,10 +434,7 @@ class PacedHandOff:
                 self._hand_off()
         finally:
             if self._thread is not None:
-                self._thread.retire()
-                self._retired.append(self._thread)
-            for thread in self._retired:
-                thread.join(timeout=10)
+                self._thread.close()  # sends what it holds first
             self._rq.close()
 
 

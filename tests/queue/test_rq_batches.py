@@ -11,6 +11,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -317,6 +318,8 @@ def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_the
     proc = subprocess.Popen(redis_server_argv(server, port, tmp_path), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     monkeypatch.setattr(dispatcher_module, "HANDOFF_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(dispatcher_module, "HANDOFF_SLOW_SECONDS", 0.2)  # slowness: the next test
+    monkeypatch.setattr(dispatcher_module, "THREAD_TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 0.0)
     url = f"redis://127.0.0.1:{port}/0"
     handoff = None
@@ -327,12 +330,13 @@ def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_the
         handoff = dispatcher_module.PacedHandOff(url)
         handoff.add(["dlv_before"])
         handoff.run_due()
-        assert _job_ids(conn) == [["dlv_before"]]
+        assert _job_ids(conn) == [["dlv_before"]] and not handoff.on_thread
         proc.send_signal(signal.SIGSTOP)
         began = time.monotonic()
         handoff.add(["dlv_1", "dlv_2"])
         handoff.run_due()
         assert 0.25 <= time.monotonic() - began < 1.5  # the timeout, once
+        assert handoff.on_thread
         began = time.monotonic()
         for n in range(5):  # a thread takes them now: the writer does not wait
             handoff.add([f"dlv_{n}x"])
@@ -351,15 +355,102 @@ def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_the
         wait_for(lambda: [r.getMessage() for r in caplog.records if "works again" in r.getMessage()] == [
             "enqueueing works again (5 more deliveries were left to the sweeper meanwhile)"], timeout=20)
         handoff.add(["dlv_back"])
-        wait_for(lambda: threading.active_count() == threads, timeout=20)  # it ends by itself
+        assert not handoff.on_thread  # back on the writer's thread
         handoff.run_due()
         assert _job_ids(conn)[-1] == ["dlv_back"]  # enqueued by run_due itself
+        assert threading.active_count() == threads + 1  # the one thread is kept for the next time
     finally:
         if handoff is not None:
             proc.send_signal(signal.SIGCONT)
             handoff.close()
         proc.kill()
         proc.wait(timeout=10)
+
+class _SlowProxy:
+    """A TCP proxy to ``port`` on loopback that holds each chunk ``delay`` seconds (a distant or
+    slow Redis); ``delay`` may change while it runs."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.delay = 0.0
+        self._target = port
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self._target))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: Any, sink: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                time.sleep(self.delay)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_a_slow_redis_moves_the_writer_process_hand_off_to_a_thread_until_it_is_fast_again(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by a breaker (issue 11): a Redis answering each request within the timeout but slowly
+    # (a latency proxy, 0.45 s each way) held the writer for every hand-off's round trips, acks at
+    # 0.9 s each. A hand-off slower than HANDOFF_SLOW_SECONDS now moves to the thread.
+    from switchboard.queue import dispatcher as dispatcher_module
+
+    monkeypatch.setattr(dispatcher_module, "HANDOFF_SLOW_SECONDS", 0.05)
+    monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 0.0)
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = _SlowProxy(port)
+    conn = redis.Redis.from_url(redis_url)
+    conn.flushdb()
+    handoff = dispatcher_module.PacedHandOff(f"redis://127.0.0.1:{proxy.port}/0")
+    try:
+        handoff.add(["dlv_fast"])
+        handoff.run_due()
+        assert not handoff.on_thread
+        proxy.delay = 0.06  # each way: a hand-off's round trips take well over 50 ms
+        began = time.monotonic()
+        handoff.add(["dlv_slow"])
+        handoff.run_due()
+        assert handoff.on_thread and time.monotonic() - began < 1.0  # held once, under the timeout
+        began = time.monotonic()
+        for n in range(10):
+            handoff.add([f"dlv_{n}"])
+            handoff.run_due()
+        assert time.monotonic() - began < 0.1  # the writer no longer waits for Redis
+        wait_for(lambda: {f"dlv_{n}" for n in range(10)} <= {i for ids in _job_ids(conn) for i in ids},
+                 timeout=30)
+        proxy.delay = 0.0
+        wait_for(lambda: (handoff.add([f"dlv_probe_{time.monotonic()}"]), not handoff.on_thread)[1], timeout=30,
+                 interval=0.1)  # a fast hand-off on the thread: back on the writer's thread
+        handoff.add(["dlv_last"])
+        handoff.run_due()
+        assert _job_ids(conn)[-1][-1] == "dlv_last"  # enqueued by run_due itself (with the last probe)
+    finally:
+        handoff.close()
+        proxy.close()
+
 
 def test_the_periodic_sweep_does_not_enqueue_again_while_jobs_wait_for_a_worker(world: World, redis_url: str) -> None:
     # Review: with no worker running, each 15 s pass enqueued the oldest 1,000 deliveries still
