@@ -6,6 +6,7 @@ The dispatcher does not know the job: the hub (:mod:`switchboard.hub`) composes 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue as stdqueue
 import threading
@@ -165,7 +166,7 @@ class HandOffPace:
 
     def __init__(self) -> None:
         self._last = -float("inf")
-        self._linger = RQ_LINGER_SECONDS
+        self._linger = 0.0
 
     def wait(self, now: float) -> float:
         """Seconds from ``now`` until a hand-off may go (0.0: it may go now)."""
@@ -206,14 +207,21 @@ class EnqueueOutage:
             self.logged, self.unsent = None, 0
 
 
+REDIS_TIMEOUT_SECONDS = 5.0
+"""A hand-off's limit on connecting to Redis and on each answer, unless it sets its own
+(:data:`HANDOFF_TIMEOUT_SECONDS`): no one waits for a hand-off thread, but without a limit a
+Redis that stops answering held it, and the sweeper's ``oldest_wait``, for the operating
+system's minutes."""
+
+
 class RqEnqueue:
     """The rq jobs of a hand-off: each delivery an rq job on queue ``switchboard`` with
     retries, :data:`RQ_BATCH` ids a job, one Redis pipeline a hand-off (issue 11).
 
     Args:
         redis_url: the Redis the rq workers read.
-        timeout: seconds to connect and to wait for Redis's answer (``None``: redis-py's
-            default, no limit). A hand-off that runs on a thread others wait for sets one.
+        timeout: seconds to connect and to wait for each of Redis's answers (``None``:
+            :data:`REDIS_TIMEOUT_SECONDS`).
         outage: the outage log to share with another hand-off (a new one when ``None``).
     """
 
@@ -221,6 +229,7 @@ class RqEnqueue:
         import redis
         from rq import Queue
 
+        timeout = REDIS_TIMEOUT_SECONDS if timeout is None else timeout
         self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=timeout, socket_timeout=timeout)
         self._queue = Queue(RQ_QUEUE, connection=self._redis)
         self.outage = outage or EnqueueOutage()
@@ -330,9 +339,6 @@ HANDOFF_SLOW_SECONDS = 0.005
 """A hand-off on the writer's thread that takes longer than this (a slow or distant Redis, or
 one that fails) moves the hand-off to a thread until one there takes no longer; about 1 ms
 to a local Redis."""
-THREAD_TIMEOUT_SECONDS = 5.0
-"""The limit of :class:`PacedHandOff`'s hand-off thread on connecting and on each answer (no
-one waits for it; it must only not wait for the operating system's minutes)."""
 
 
 class _HandOffThread(RqDispatcher):
@@ -341,7 +347,7 @@ class _HandOffThread(RqDispatcher):
 
     def __init__(self, redis_url: str, outage: EnqueueOutage) -> None:
         self.fast = threading.Event()
-        super().__init__(redis_url, THREAD_TIMEOUT_SECONDS, outage)
+        super().__init__(redis_url, outage=outage)
 
     def enqueue(self, delivery_ids: list[str]) -> bool:
         """As :meth:`RqEnqueue.enqueue`; sets :attr:`fast` when Redis took them quickly."""
@@ -393,11 +399,12 @@ class PacedHandOff:
     def add(self, delivery_ids: list[str]) -> None:
         """Ids the writer stored and answered; handed off by :meth:`run_due` (no I/O here), or
         by the hand-off thread while Redis fails or is slow."""
-        if self._on_thread and self._thread is not None and self._thread.fast.is_set():
+        thread = self._thread
+        if self._on_thread and thread is not None:
+            if not thread.fast.is_set():
+                thread.submit(delivery_ids)
+                return
             self._on_thread = False  # Redis answers quickly again: back on the writer's thread
-        if self._on_thread and self._thread is not None:
-            self._thread.submit(delivery_ids)
-            return
         for delivery_id in delivery_ids:
             self._ids[delivery_id] = None
 
@@ -413,7 +420,7 @@ class PacedHandOff:
             self._hand_off()
 
     def _hand_off(self) -> None:
-        ids = list(self._ids)[:self.MAX_BATCH]
+        ids = list(itertools.islice(self._ids, self.MAX_BATCH))
         for delivery_id in ids:
             del self._ids[delivery_id]
         began = time.monotonic()

@@ -322,7 +322,7 @@ def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_the
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     monkeypatch.setattr(dispatcher_module, "HANDOFF_TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(dispatcher_module, "HANDOFF_SLOW_SECONDS", 0.2)  # slowness: the next test
-    monkeypatch.setattr(dispatcher_module, "THREAD_TIMEOUT_SECONDS", 0.3)
+    monkeypatch.setattr(dispatcher_module, "REDIS_TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 0.0)
     url = f"redis://127.0.0.1:{port}/0"
     handoff = None
