@@ -331,6 +331,33 @@ def postgres_url() -> Iterator[str]:
 # --- Redis ------------------------------------------------------------------
 
 
+class RestartableRedis:
+    """A redis-server of its own on a fixed port: it can be killed, started again, or stopped
+    with ``proc.send_signal(signal.SIGSTOP)`` so that it stops answering."""
+
+    def __init__(self, root: Path) -> None:
+        server = shutil.which("redis-server")
+        if server is None:
+            _unavailable("redis-server not found on PATH")
+        self.server, self.root, self.port = server, root, _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        argv = redis_server_argv(self.server, self.port, self.root)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        assert _wait_for_redis(self.proc, self.port), "redis-server did not start"
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """Provide a Redis server for the session, as a URL.

@@ -307,27 +307,22 @@ def test_a_redis_that_stops_answering_holds_the_writer_process_hand_off_once_the
     # timeout once, not the operating system's minutes on every hand-off. Until Redis answers
     # again the ids go to a hand-off thread (not enqueued ones stay received, for the sweeper);
     # then the hand-off is back on the writer's thread.
-    import shutil
     import signal
-    import subprocess
 
     from switchboard.queue import dispatcher as dispatcher_module
-    from tests.services import _free_port, _unavailable, _wait_for_redis, redis_server_argv
+    from tests.services import RestartableRedis
 
-    server = shutil.which("redis-server")
-    if server is None:
-        _unavailable("redis-server not found on PATH")
-    port = _free_port()
-    proc = subprocess.Popen(redis_server_argv(server, port, tmp_path), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = RestartableRedis(tmp_path)
+    server.start()
+    proc = server.proc
+    assert proc is not None
     monkeypatch.setattr(dispatcher_module, "HANDOFF_TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(dispatcher_module, "HANDOFF_SLOW_SECONDS", 0.2)  # slowness: the next test
     monkeypatch.setattr(dispatcher_module, "REDIS_TIMEOUT_SECONDS", 0.3)
     monkeypatch.setattr(dispatcher_module, "RQ_LINGER_SECONDS", 0.0)
-    url = f"redis://127.0.0.1:{port}/0"
+    url = server.url
     handoff = None
     try:
-        assert _wait_for_redis(proc, port), "redis-server did not start"
         conn = redis.Redis.from_url(url)
         threads = threading.active_count()
         handoff = dispatcher_module.PacedHandOff(url)

@@ -4,7 +4,6 @@ stopped until someone started workers again. Real redis-server, real worker proc
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from tests.conftest import (
     switchboard_exe,
     wait_for,
 )
-from tests.services import _free_port, _unavailable, _wait_for_redis, redis_server_argv
+from tests.services import RestartableRedis
 
 
 def _count_processed(hub: object) -> int:
@@ -37,32 +36,6 @@ def _count_processed(hub: object) -> int:
     with hub.db.read() as s:  # type: ignore[attr-defined]
         return int(s.execute(select(func.count()).select_from(Delivery).where(Delivery.status == "processed"))
                    .scalar_one())
-
-
-class RestartableRedis:
-    """A redis-server on a fixed port that can be killed and started again."""
-
-    def __init__(self, root: Path) -> None:
-        server = shutil.which("redis-server")
-        if server is None:
-            _unavailable("redis-server not found on PATH")
-        self.server, self.root, self.port = server, root, _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        argv = redis_server_argv(self.server, self.port, self.root)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        assert _wait_for_redis(self.proc, self.port), "redis-server did not start"
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(timeout=10)
 
 
 @pytest.fixture
