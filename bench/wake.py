@@ -14,13 +14,20 @@ each hub:
   the deliveries processed end to end (received, todo and feed event written, wake read on the
   stream) per second, from the first request sent to the last wake read (with ``--rq``, run it
   with ``--workers 1`` and ``--workers 2`` to see processing scale with workers).
+- **bursts** (``--burst SECONDS``, issue 11: 60): the bare async route of ``bench/ingest.py``
+  measured first (3,000 requests), then deliveries for that many seconds paced at
+  ``--burst-share`` of its rate (the goal's load: processed at >= 15 % of the bare route,
+  keeping up for a 60 s burst, with the wake p99 in budget), then at full speed. Each prints
+  the rows above plus the p99 of the first and of the last tenth of the deliveries sent (the
+  last no higher than the first: processing keeps up), and the acked and woken rates as shares
+  of the bare route.
 - **memory** (``--soak SECONDS``): the same deliveries paced at ``--rate`` for that long, with
   the RSS of the serve process and its children (the processing process) sampled every 10 s; prints the first (after warm-up), last and peak
   RSS and last / first (goal: within ±10 %).
 
 Usage::
 
-    .venv/bin/python bench/wake.py [--deliveries 1000] [--rate 50] [--rq [--workers 2]] [--soak 600]
+    .venv/bin/python bench/wake.py [--deliveries 1000] [--rate 50] [--rq [--workers 2]] [--burst 60] [--soak 600]
 
 Machines are shared and noisy: compare the p99 with the goal and the RSS ratio, not absolute
 throughput.
@@ -55,6 +62,7 @@ from bench.ingest import (
     _summed,
     checkout_env,
     github_requests,
+    load,
 )
 
 NUMBER = re.compile(r"Bench issue (\d+)")
@@ -138,9 +146,11 @@ class Stream:
 
 
 async def _send(
-    port: int, requests: list[tuple[int, bytes]], connections: int, rate: float | None, sent: dict[int, float]
+    port: int, requests: list[tuple[int, bytes]], connections: int, rate: float | None, sent: dict[int, float],
+    until: float | None = None,
 ) -> float:
-    """Send ``(number, raw request)`` pairs; ``rate`` paces the starts (None: as fast as acked)."""
+    """Send ``(number, raw request)`` pairs; ``rate`` paces the starts (None: as fast as acked);
+    ``until`` (a ``perf_counter`` time) stops taking new ones then (a timed burst)."""
     queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
     for item in requests:
         queue.put_nowait(item)
@@ -149,7 +159,7 @@ async def _send(
     async def worker() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            while not queue.empty():
+            while not queue.empty() and (until is None or time.perf_counter() < until):
                 number, raw = queue.get_nowait()
                 if rate:
                     due = began + number_index[number] / rate
@@ -166,6 +176,8 @@ async def _send(
 
     number_index = {number: i for i, (number, _) in enumerate(requests)}
     await asyncio.gather(*(worker() for _ in range(connections)))
+    if until is not None and queue.empty() and time.perf_counter() < until - 0.5:
+        print(f"  (the burst ran out of requests {until - time.perf_counter():.1f} s early)")
     return time.perf_counter() - began
 
 
@@ -175,33 +187,50 @@ def _numbered(path: str, first: int, n: int) -> list[tuple[int, bytes]]:
 
 
 async def _latency(
-    port: int, token: str, path: str, first: int, n: int, connections: int, rate: float | None
+    port: int, token: str, path: str, first: int, n: int, connections: int, rate: float | None,
+    seconds: float | None = None,
 ) -> dict[str, float]:
+    """Send ``n`` deliveries numbered from ``first`` (or, with ``seconds``, as many of them as
+    are sent in that many seconds) and time each one's wake on a fresh stream."""
     # A fresh session per measure: a session re-attached without Last-Event-ID is sent again
     # the events targeted at it (verdicts it may have missed), wakes included.
     stream = Stream(port, token, f"ses_bench{first}")
     task = asyncio.create_task(stream.run())
     await asyncio.wait_for(stream.ready.wait(), 10)
     sent: dict[int, float] = {}
-    elapsed = await _send(port, _numbered(path, first, n), connections, rate, sent)
+    requests = _numbered(path, first, n)
+    until = time.perf_counter() + seconds if seconds else None
+    elapsed = await _send(port, requests, connections, rate, sent, until)
     deadline = time.perf_counter() + 120
-    while len(stream.arrived.keys() & sent.keys()) < n and time.perf_counter() < deadline:
+    while len(stream.arrived.keys() & sent.keys()) < len(sent) and time.perf_counter() < deadline:
         await asyncio.sleep(0.05)
     task.cancel()
-    lat = sorted((stream.arrived[k] - sent[k]) * 1000 for k in sent if k in stream.arrived)
+    order = sorted(sent, key=sent.__getitem__)
+    lat = sorted((stream.arrived[k] - sent[k]) * 1000 for k in order if k in stream.arrived)
     if not lat:
         raise SystemExit("no wake arrived")
+
+    def p99(values: list[float]) -> float:
+        values = sorted(values)
+        return values[max(int(len(values) * 0.99) - 1, 0)] if values else float("nan")
+
+    # Keeping up: the wakes of the first and of the last tenth of the deliveries sent.
+    tenth = max(len(order) // 10, 1)
+    first_tenth = [(stream.arrived[k] - sent[k]) * 1000 for k in order[:tenth] if k in stream.arrived]
+    last_tenth = [(stream.arrived[k] - sent[k]) * 1000 for k in order[-tenth:] if k in stream.arrived]
     # Processed end to end: received, todo and feed event written, wake on the stream; from the
     # first request sent to the last wake read.
     last_wake = max(stream.arrived[k] for k in sent if k in stream.arrived)
     return {
-        "acked_rps": n / elapsed,
+        "acked_rps": len(sent) / elapsed,
         "woken_rps": len(lat) / (last_wake - min(sent.values())),
         "wakes": len(lat),
-        "n": n,
+        "n": len(sent),
         "p50": statistics.median(lat),
-        "p99": lat[max(int(len(lat) * 0.99) - 1, 0)],
+        "p99": p99(lat),
         "max": lat[-1],
+        "p99_first_tenth": p99(first_tenth),
+        "p99_last_tenth": p99(last_tenth),
     }
 
 
@@ -229,6 +258,11 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="rq workers with --rq (run 1, then 2: scaling)"
     )
+    parser.add_argument("--burst", type=float, default=0.0,
+                        help="seconds of each burst: paced at --burst-share of the bare async route (measured "
+                             "first), then at full speed (issue 11: 60)")
+    parser.add_argument("--burst-share", type=float, default=0.15,
+                        help="the paced burst's rate as a share of the bare route's")
     parser.add_argument("--soak", type=float, default=0.0, help="seconds of paced load with RSS samples")
     parser.add_argument("--delivery-writer", choices=("process", "thread"), default="process",
                         help="SWITCHBOARD_DELIVERY_WRITER of the hubs (the writer's child process, or a thread)")
@@ -277,15 +311,27 @@ def main() -> None:
                 hubs.append((label, port2, serve_pid, _token(home2), f"/hooks/{gh2}"))
                 return started
 
+            bare_port = None
+            if args.burst:
+                bare_port = _port()
+                uvicorn = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
+                procs.append(_start([*uvicorn, "--port", str(bare_port), "bench.bare_apps:async_app"], env, bare_port))
             print(
                 f"delivery -> wake on {os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f}; shared machine), "
                 f"{args.deliveries} distinct signed 5 KB GitHub deliveries per measure, {args.connections} connections"
             )
-            print(
-                f"{'hub':38} {'load':>18} {'acked/s':>8} {'woken/s':>8} {'wakes':>11} {'p50 ms':>8} {'p99 ms':>8} "
-                f"{'max ms':>8}"
-            )
+            head = (f"{'hub':38} {'load':>22} {'acked/s':>8} {'woken/s':>8} {'wakes':>13} {'p50 ms':>8} {'p99 ms':>8} "
+                    f"{'max ms':>8} {'p99 first/last tenth':>21}")
+            print(head)
+
+            def row(name: str, label: str, r: dict[str, float]) -> None:
+                print(
+                    f"{name:38} {label:>22} {r['acked_rps']:8.0f} {r['woken_rps']:8.0f} {r['wakes']:>6}/{r['n']:<6} "
+                    f"{r['p50']:8.1f} {r['p99']:8.1f} {r['max']:8.1f} {r['p99_first_tenth']:10.1f}/{r['p99_last_tenth']:<10.1f}"
+                )
+
             stacks = ([None] if embedded else []) + (["rq"] if args.rq and redis else [])
+            bursts: list[str] = []
             for i, stack in enumerate(stacks):
                 if stack == "rq":
                     procs.extend(start_rq())
@@ -296,14 +342,32 @@ def main() -> None:
                     ("full speed", None, 0),
                     (f"paced {args.rate:.0f}/s", args.rate, 10**5),
                 ):
-                    r = asyncio.run(
-                        _latency(port, token, path, first, args.deliveries, args.connections, rate)
-                    )
-                    print(
-                        f"{name:38} {label:>18} {r['acked_rps']:8.0f} {r['woken_rps']:8.0f} {r['wakes']:>5}/{r['n']:<5} "
-                        f"{r['p50']:8.1f} {r['p99']:8.1f} {r['max']:8.1f}"
-                    )
+                    row(name, label, asyncio.run(
+                        _latency(port, token, path, first, args.deliveries, args.connections, rate)))
+                if args.burst and bare_port is not None:
+                    # The goal's load (issue 11): processed at >= 15 % of the bare async route,
+                    # keeping up with the acks for a 60 s burst; the bare route measured now.
+                    bare_requests = github_requests("/hooks/src_x", 3300)
+                    asyncio.run(load(bare_port, bare_requests[:300], args.connections))
+                    elapsed, _, _ = asyncio.run(load(bare_port, bare_requests[300:], args.connections))
+                    bare = 3000 / elapsed
+                    del bare_requests
+                    share = args.burst_share
+                    for label, rate, first, most in (
+                        (f"{share:.0%} of bare, {args.burst:.0f} s", share * bare, 3 * 10**6, share * bare),
+                        (f"full speed, {args.burst:.0f} s", None, 4 * 10**6, 0.45 * bare),
+                    ):
+                        n = int(most * args.burst) + 1000
+                        r = asyncio.run(
+                            _latency(port, token, path, first, n, args.connections, rate, seconds=args.burst))
+                        row(name, label, r)
+                        bursts.append(f"  {name}, {label}: acked {r['acked_rps'] / bare:.0%} of bare, "
+                                      f"woken {r['woken_rps'] / bare:.0%} of bare")
+                    bursts.append(f"  (bare async route {bare:.0f} req/s, 3000 requests just before {name}'s bursts)")
             print("goals: p99 <= 100 ms embedded, <= 250 ms with rq")
+            if bursts:
+                print("bursts (goal: processed at >= 15 % of the bare route, keeping up, p99 within the goal above):")
+                print("\n".join(bursts))
 
             if args.soak and embedded:
                 name, port, pid, _, path = hubs[0]

@@ -17,7 +17,7 @@ SMALL = {
     "guard.py": ["--requests", "50", "--rounds", "1"],
     "intake.py": ["--runs", "3", "--kb", "5"],
     "cli_start.py": ["--runs", "1"],
-    "wake.py": ["--deliveries", "20", "--rate", "200"],
+    "wake.py": ["--deliveries", "20", "--rate", "200", "--burst", "1", "--burst-share", "0.02"],
     "processing.py": ["--deliveries", "40", "--batch", "8"],
     "receiver.py": ["--requests", "50", "--passes", "1"],
     "queue.py": ["--claimers", "2", "--todos", "40", "--sizes", "1000", "--no-postgres", "--runs", "1"],
