@@ -21,6 +21,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 WAKE_CHANNEL = "switchboard:wakes"
 INBOX_CHANNEL = "switchboard:inbox"
 EVENT_CHANNEL = "switchboard:agent-events"
+PUSH_LIMIT = 1000
+"""Pushed wakes a stream holds before the oldest is dropped (:meth:`Subscriber.push`)."""
 
 
 @dataclass(eq=False)
@@ -40,8 +43,11 @@ class Subscriber:
     """One attached agent stream (an open ``/api/v1/agent/stream``) holding ``session_id``.
 
     The stream reads its events from the ledger (:mod:`switchboard.notify.sessions`);
-    :meth:`nudge` only says "look", from any thread. :meth:`close` ends the stream (it was
-    replaced by a newer stream of the same session).
+    :meth:`nudge` only says "look", from any thread. :meth:`push` hands it a committed wake
+    that names the event before it on the stream (``prev_event_id``): :meth:`take` gives such
+    wakes to a stream already at that position without a read of the ledger, and asks for a read
+    whenever anything else may lie in between. :meth:`close` ends the stream (it was replaced by
+    a newer stream of the same session).
     """
 
     agent_id: str
@@ -50,9 +56,55 @@ class Subscriber:
     stream_id: str = ""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    _pushed: deque[tuple[int, int, str, str]] = field(default_factory=lambda: deque(maxlen=PUSH_LIMIT))
+    _must_read: bool = True  # a fresh stream reads first (a resume, the attach ring)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def nudge(self) -> None:
-        """Wake the stream's reader from any thread."""
+        """Wake the stream's reader from any thread: it reads the ledger."""
+        with self._lock:
+            self._must_read = True
+        self._wake()
+
+    def push(self, event_id: int, prev_event_id: int, kind: str, data: str) -> None:
+        """Hand the stream the committed event ``event_id`` (``kind``, ``data`` as JSON text, as
+        the ledger holds it), the event before it on this session's stream being
+        ``prev_event_id``; from any thread. At most :data:`PUSH_LIMIT` wait: an older one
+        dropped is a gap, which :meth:`take` turns into a read."""
+        with self._lock:
+            self._pushed.append((event_id, prev_event_id, kind, data))
+        self._wake()
+
+    def look(self) -> None:
+        """On the stream's own loop: read the ledger on the next pass (a nudge may have been lost)."""
+        with self._lock:
+            self._must_read = True
+        self.ready.set()
+
+    def take(self, position: int) -> tuple[list[tuple[int, str, str]], bool]:
+        """On the stream's loop: the pushed events that follow ``position`` with nothing
+        between (each one's ``prev_event_id`` at or below the position reached), in order, and
+        whether the ledger must be read after them (a nudge came, or a pushed event does not
+        follow on). Events at or below the position were sent already and are dropped.
+
+        Returns:
+            ``([(event id, kind, JSON data), ...], read)``.
+        """
+        with self._lock:
+            read, self._must_read = self._must_read, False
+            pushed = list(self._pushed)
+            self._pushed.clear()
+        ready: list[tuple[int, str, str]] = []
+        for event_id, prev_event_id, kind, data in pushed:
+            if event_id <= position:
+                continue
+            if prev_event_id > position:  # something between: the read finds it, and this one
+                return ready, True
+            ready.append((event_id, kind, data))
+            position = event_id
+        return ready, read
+
+    def _wake(self) -> None:
         try:
             self.loop.call_soon_threadsafe(self.ready.set)
         except RuntimeError:  # the loop closed: the stream is gone
@@ -158,10 +210,21 @@ class AgentStreams:
         return bool(targets)
 
     def deliver(self, wake: Wake) -> bool:
-        """Nudge the stream a routed ``wake`` was written for (see :func:`wakes.route`)."""
+        """Nudge the stream a routed ``wake`` was written for (see :func:`wakes.route`); a wake
+        that names the event before it (``prev_event_id``) is pushed to it instead
+        (:meth:`Subscriber.push`). Returns True when a stream here holds its session."""
         if wake.agent_id is None:
             return False
-        return self.nudge(wake.agent_id, wake.session_id)
+        if wake.prev_event_id is None or wake.event_id is None or wake.session_id is None:
+            return self.nudge(wake.agent_id, wake.session_id)
+        with self._lock:
+            sub = self._by_session.get(wake.session_id)
+        if sub is None or sub.agent_id != wake.agent_id:
+            return False
+        # The ledger row's own text: the event's data is the wake's (wakes.route), and the
+        # stream sends json.dumps of what the JSON column reads back (agent_api._read).
+        sub.push(wake.event_id, wake.prev_event_id, "wake", json.dumps(wake.event_data()))
+        return True
 
 
 class InboxWaiters:

@@ -18,8 +18,9 @@ that has one: a rotation per agent, and a re-ring reaches whichever session is l
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlmodel import Session
@@ -29,6 +30,9 @@ from switchboard.errors import InvalidArgument
 from switchboard.feed.events import settled
 from switchboard.models import AgentEvent, AgentSession, fixed_limit
 from switchboard.prepared import Prepared
+
+if TYPE_CHECKING:
+    from switchboard.notify.wakes import Wake
 
 LIVE_SECONDS = 45  # three missed 15 s heartbeats
 EVENT_KEEP_SECONDS = 24 * 3600
@@ -140,6 +144,14 @@ _INSERT_EVENT = Prepared(
     insert(_EVENTS).values({name: bindparam(name, type_=_EVENTS.c[name].type)
                             for name in ("agent_id", "session_id", "kind", "data", "created_at")})
     .returning(_EVENTS.c.id), [_EVENTS.c.id])
+_PREVIOUS = Prepared(
+    select(_EVENTS.c.id)
+    .where(_EVENTS.c.agent_id == bindparam("b_agent"), _EVENTS.c.id < bindparam("b_before"),
+           *(_EVENTS.c.kind != kind for kind in HIDDEN_KINDS),
+           or_(_EVENTS.c.session_id.is_(None), _EVENTS.c.session_id == bindparam("b_session")))
+    .order_by(_EVENTS.c.id.desc()).limit(fixed_limit(1)), [_EVENTS.c.id])
+"""The event before ``b_before`` on the stream of session ``b_session``: :func:`read_after`'s
+filter (``HIDDEN_KINDS`` as fixed values, not an expanding list), newest first."""
 _SESSIONS = AgentSession.__table__  # type: ignore[attr-defined]
 _CHUNK = 32
 """Agent ids per live-session read at most (as ``queue.batch.CHUNK``)."""
@@ -190,6 +202,31 @@ class Picker:
                 entries.append(first)
                 return Target(agent_id, first[2])
         return None
+
+
+def link(session: Session, wakes: list[Wake]) -> list[Wake]:
+    """``wakes`` with :attr:`~switchboard.notify.wakes.Wake.prev_event_id` set on each routed
+    one: the id of the event before it on its session's stream, read in the caller's write
+    transaction after its last event is written (one indexed read per wake, through
+    ``ix_agent_events_agent_id`` backwards). SQLite only: its one writer makes every id below
+    that commit settled and final, so no event can later appear between the two; on PostgreSQL
+    ids are not given in commit order, and ``wakes`` are returned unchanged (their streams read
+    the ledger, :func:`read_after`).
+
+    Issue 11: a stream that reads the ledger after each nudge waits for a worker thread and
+    the event loop twice per batch (a third of the delivery-to-wake time at full speed).
+    """
+    if not wakes or session.get_bind().dialect.name != "sqlite":
+        return wakes
+    out = []
+    for wake in wakes:
+        if wake.event_id is None or wake.agent_id is None or wake.session_id is None:
+            out.append(wake)
+            continue
+        found = _PREVIOUS.run(session, {"b_agent": wake.agent_id, "b_before": wake.event_id,
+                                        "b_session": wake.session_id})
+        out.append(replace(wake, prev_event_id=int(found[0]["id"]) if found else 0))
+    return out
 
 
 def newest_id(session: Session, agent_id: str) -> int:

@@ -67,6 +67,12 @@ class Wake:
     agent_id: str | None = None
     session_id: str | None = None
     event_id: int | None = None
+    prev_event_id: int | None = None
+    """The id of the event just before this one on its session's stream (what
+    :func:`~switchboard.notify.sessions.read_after` would return before it; 0 for none), when
+    the transaction that wrote it knew it (:func:`~switchboard.notify.sessions.link`, SQLite
+    only); ``None`` otherwise. With it a stream at that position can send the wake without
+    reading the ledger again (:meth:`~switchboard.notify.broker.Subscriber.take`)."""
 
     @property
     def content(self) -> str:

@@ -143,6 +143,10 @@ def process_batch(hub: Hub, delivery_ids: list[str]) -> list[str | None]:
                 if wake is not None:
                     wakes.append((wake, received_at))
             write_rows(session, rows)  # every live row, changed by _apply
+            # Last, after every event of the transaction: each wake learns the event before it
+            # on its stream, so the stream can send it without reading (SQLite; issue 11).
+            linked = sessions.link(session, [wake for wake, _ in wakes])
+            wakes = [(wake, received_at) for wake, (_, received_at) in zip(linked, wakes, strict=True)]
     except BaseException:
         # Nothing committed: what the cache learnt in this transaction may rest on its writes.
         if cache is not None:

@@ -222,7 +222,7 @@ async def stream(request: Request) -> Response:
     if replaced is not None:
         log.info("agent stream replaced agent=%s session=%s", caller.agent_id, session_id)
     log.info("agent stream attached agent=%s session=%s", caller.agent_id, session_id)
-    sub.ready.set()  # read once at start: a resume, or the attach ring
+    sub.look()  # read once at start: a resume, or the attach ring
 
     async def events() -> Any:
         nonlocal position
@@ -251,21 +251,32 @@ async def stream(request: Request) -> Response:
                     yield ServerSentEvent(comment="heartbeat")
                     if not await anyio.to_thread.run_sync(_touch, hub, session_id, stream_id):
                         return  # another stream (maybe in another process) holds the session now
-                    sub.ready.set()  # and read: a nudge may have been lost (DESIGN.md rule 1)
+                    sub.look()  # and read: a nudge may have been lost (DESIGN.md rule 1)
                 if sub.ready.is_set():
                     sub.ready.clear()
                     if not hub.db.is_sqlite:
                         recheck_until = anyio.current_time() + RECHECK_WINDOW_SECONDS
+                    # Pushed wakes that follow on from the position go out as they are: the
+                    # ledger's rows, without a worker thread and a second pass of the loop
+                    # (SQLite; issue 11). Anything else is read from the ledger after them.
+                    rows, read = sub.take(position)
                 elif anyio.current_time() >= recheck_until:
                     continue
+                else:  # PostgreSQL: an event may have waited for an older transaction
+                    rows, read = [], True
                 if sub.closed:
                     return
+                for event_id, kind, data in rows:
+                    position = event_id
+                    yield ServerSentEvent(data=data, event=kind, id=str(event_id))
+                if not read:
+                    continue
                 rows = await anyio.to_thread.run_sync(_read, hub, caller.agent_id, session_id, position)
                 for event_id, kind, data in rows:
                     position = event_id
                     yield ServerSentEvent(data=data, event=kind, id=str(event_id))
                 if len(rows) == 100:
-                    sub.ready.set()  # a long backlog: read on
+                    sub.look()  # a long backlog: read on
         finally:
             unwatch()
             hub.streams.detach(sub)
