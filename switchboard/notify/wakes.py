@@ -165,19 +165,28 @@ def route(session: Session, clock: Clock, wake: Wake,
 _TODOS = Todo.__table__  # type: ignore[attr-defined]
 
 
-def _ring_update(*conditions: Any) -> Prepared:
-    """``UPDATE todos SET rung_at = :b_now, ring_count = ring_count + 1 WHERE id = :b_id AND
-    state = 'pending' AND <conditions> RETURNING id``: claims one due todo for this pass (the
-    state check by :func:`~switchboard.models.still_in_state`, so the primary key finds the row)."""
+def _ring_claim() -> Prepared:
+    """``UPDATE todos SET rung_at = :b_now, ring_count = ring_count + 1 WHERE id IN (:b_ids) AND
+    state = 'pending' AND ring_count < 8 AND (rung_at IS NULL OR <due again>) RETURNING id``:
+    claims for this pass those of a pass's candidates still due a ring, in one statement.
+
+    ``<due again>`` is :func:`_ring_candidates`'s backoff with one cutoff per bucket
+    (``b_cut_<seconds>``, each ``b_now`` minus that wait): a todo another pass rang meanwhile has
+    ``rung_at`` at that pass's time, inside its backoff, so it is claimed once whichever pass
+    comes first, as the per-todo conditional update on ``rung_at`` did. The primary key finds
+    each row (``tests/queue/test_lease_plans.py``)."""
+    due_again = or_(*(_TODOS.c.ring_count.between(low, high)
+                      & (_TODOS.c.rung_at <= bindparam(f"b_cut_{seconds}", type_=_TODOS.c.rung_at.type))
+                      for seconds, low, high in _BUCKETS))
     return Prepared(
         update(_TODOS)
-        .where(_TODOS.c.id == bindparam("b_id"), still_in_state(_TODOS.c.state, "pending"), *conditions)
+        .where(_TODOS.c.id.in_(bindparam("b_ids", expanding=True)),
+               still_in_state(_TODOS.c.state, "pending"),
+               _TODOS.c.ring_count < literal_column(str(MAX_RINGS)),
+               or_(_TODOS.c.rung_at.is_(None), due_again))
         .values(rung_at=bindparam("b_now", type_=_TODOS.c.rung_at.type), ring_count=_TODOS.c.ring_count + 1)
-        .returning(_TODOS.c.id), [_TODOS.c.id])
+        .returning(_TODOS.c.id), [_TODOS.c.id], "b_ids")
 
-
-_RING_FIRST = _ring_update(_TODOS.c.rung_at.is_(None))
-_RING_AGAIN = _ring_update(_TODOS.c.rung_at == bindparam("b_was", type_=_TODOS.c.rung_at.type))
 
 _WAKE_COLUMNS = (Todo.id, Todo.project_id, Todo.queue, Todo.kind, Todo.title, Todo.source_id,
                  Todo.assigned_agent_id, Todo.rung_at, Todo.ring_count, Todo.created_at)
@@ -220,6 +229,18 @@ def _backoff_buckets() -> list[tuple[int, int, int]]:
 
 
 _BUCKETS = _backoff_buckets()
+_RING_CLAIM = _ring_claim()
+_CLAIM_CHUNK = 50
+"""Todo ids per :data:`_RING_CLAIM` at most: one compiled statement per list length, so the
+lengths stay a bounded set (a pass has up to 200 candidates)."""
+
+
+def ring_claim_params(ids: list[str], now: datetime) -> dict[str, Any]:
+    """:data:`_RING_CLAIM`'s parameters for ``ids`` at ``now``."""
+    params: dict[str, Any] = {"b_ids": ids, "b_now": now}
+    for seconds, _, _ in _BUCKETS:
+        params[f"b_cut_{seconds}"] = now - timedelta(seconds=seconds)
+    return params
 
 
 def _to_ring() -> Any:
@@ -283,18 +304,22 @@ def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
     live: dict[str, AgentSession | None] = {}
     cache: dict[Any, Any] = {}
     wakes = RingPass()
+    # One claiming UPDATE per 50 candidates, and the recipients cached per project: the pass
+    # runs in the maintenance write transaction, and with a backlog of pending todos its 200
+    # ORM updates and 600 reads held SQLite's one write lock 150-300 ms every 2 s, stalling
+    # every acknowledgement meanwhile (issue 11: ack p99 236 ms after a 45,000 burst); with one
+    # prepared UPDATE per todo still 37-93 ms, and each pass stalled processing's batch and
+    # the deliveries' acks behind it (a 60 s burst at 15 % of the bare route: every batch over
+    # 30 ms after the first 30 s overlapped a pass).
+    ids = [todo.id for todo in candidates]
+    claimed: set[str] = set()
+    for start in range(0, len(ids), _CLAIM_CHUNK):
+        claimed.update(row["id"] for row in _RING_CLAIM.run(
+            session, ring_claim_params(ids[start:start + _CLAIM_CHUNK], now)))
     for todo in candidates:  # each one due (the backoff is in the SQL)
-        first = todo.rung_at is None
-        # Prepared (compiled once) and the recipients cached per project: the pass runs in the
-        # maintenance write transaction, and with a backlog of pending todos its 200 ORM
-        # updates and 600 reads held SQLite's one write lock 150-300 ms every 2 s, stalling
-        # every acknowledgement meanwhile (issue 11: ack p99 236 ms after a 45,000 burst).
-        if first:
-            moved = _RING_FIRST.run(session, {"b_id": todo.id, "b_now": now})
-        else:
-            moved = _RING_AGAIN.run(session, {"b_id": todo.id, "b_now": now, "b_was": todo.rung_at})
-        if not moved:
+        if todo.id not in claimed:  # rung meanwhile by another pass, or no longer pending
             continue
+        first = todo.rung_at is None
         wakes.todos += 1
         wake = wake_for(session, todo, cache)
         target = None

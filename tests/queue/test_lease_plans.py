@@ -31,7 +31,7 @@ from switchboard.inbox import alerts, items
 from switchboard.models import Todo, fixed_limit
 from switchboard.models.base import new_id
 from switchboard.notify import wakes
-from switchboard.notify.wakes import _RING_AGAIN, _RING_FIRST
+from switchboard.notify.wakes import _RING_CLAIM, ring_claim_params
 from switchboard.queue import leases
 from switchboard.queue.lease_sql import (
     claim_statement,
@@ -97,8 +97,8 @@ def test_the_prepared_lease_and_ring_updates_find_the_todo_by_its_primary_key(hu
         "complete": _prepared_plan(hub, complete_statement("token"),
                                    {"b_id": todo_id, "b_agent": agent_id, "b_projects": projects, "b_result": None,
                                     "b_now": now, "b_token": token}),
-        "ring first": _prepared_plan(hub, _RING_FIRST, {"b_id": todo_id, "b_now": now}),
-        "ring again": _prepared_plan(hub, _RING_AGAIN, {"b_id": todo_id, "b_now": now, "b_was": now}),
+        "ring claim, one id": _prepared_plan(hub, _RING_CLAIM, ring_claim_params([todo_id], now)),
+        "ring claim, 50 ids": _prepared_plan(hub, _RING_CLAIM, ring_claim_params([todo_id] * 50, now)),
     }
     if not hub.db.is_sqlite:
         plans["claim next, one statement"] = _prepared_plan(
