@@ -221,15 +221,19 @@ class Hub:
         from switchboard.inbox.items import expire_due, expiry_due
         from switchboard.models import Todo
         from switchboard.notify import sessions
-        from switchboard.notify.wakes import RingPass, due_rings, rings_due
+        from switchboard.notify.wakes import RingPass, due_rings, ring_candidates, rings_due
         from switchboard.queue.leases import reap, reap_due
 
         # Asked first in a read, which SQLite's writers do not wait for: a pass with nothing to
         # do held the one write lock 2-11 ms every 2 s under ingest load (its statements share
         # serve's interpreter lock with the event loop), stalling every acknowledgement (issue 11).
+        # The todos due a ring are read there too (up to 200 rows): the write transaction only
+        # claims them again.
         with self.db.read() as s:
-            due = (reap_due(s, self.clock) or rings_due(s, self.clock) or expiry_due(s, self.clock)
+            rings = rings_due(s, self.clock)
+            due = (rings or reap_due(s, self.clock) or expiry_due(s, self.clock)
                    or sessions.prune_due(s, self.clock))
+            candidates = ring_candidates(s, self.clock) if rings else []
         counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
         wakes, expired_for = RingPass(), []
         if due:
@@ -239,7 +243,8 @@ class Hub:
                     todo = s.get(Todo, todo_id)
                     if todo is not None:
                         todo.rung_at, todo.ring_count = None, 0
-                wakes = due_rings(s, self.clock)
+                # Re-queued todos are due now: read the candidates again, in this transaction.
+                wakes = due_rings(s, self.clock, candidates=None if requeued else candidates)
                 expired_for = expire_due(s, self.clock)
                 sessions.prune(s, self.clock)
         self.broker.publish_wakes(wakes)

@@ -215,15 +215,15 @@ class AgentStreams:
         (:meth:`Subscriber.push`). Returns True when a stream here holds its session."""
         if wake.agent_id is None:
             return False
-        if wake.prev_event_id is None or wake.event_id is None or wake.session_id is None:
+        if wake.prev_event_id is None or wake.event_id is None or wake.session_id is None \
+                or wake.event_text is None:
             return self.nudge(wake.agent_id, wake.session_id)
         with self._lock:
             sub = self._by_session.get(wake.session_id)
         if sub is None or sub.agent_id != wake.agent_id:
             return False
-        # The ledger row's own text: the event's data is the wake's (wakes.route), and the
-        # stream sends json.dumps of what the JSON column reads back (agent_api._read).
-        sub.push(wake.event_id, wake.prev_event_id, "wake", json.dumps(wake.event_data()))
+        # The ledger row's own text, made where it was written (sessions.link).
+        sub.push(wake.event_id, wake.prev_event_id, "wake", wake.event_text)
         return True
 
 

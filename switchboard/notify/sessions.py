@@ -17,6 +17,7 @@ that has one: a rotation per agent, and a re-ring reaches whichever session is l
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -147,11 +148,19 @@ _INSERT_EVENT = Prepared(
 _PREVIOUS = Prepared(
     select(_EVENTS.c.id)
     .where(_EVENTS.c.agent_id == bindparam("b_agent"), _EVENTS.c.id < bindparam("b_before"),
+           _EVENTS.c.id > bindparam("b_floor"),
            *(_EVENTS.c.kind != kind for kind in HIDDEN_KINDS),
            or_(_EVENTS.c.session_id.is_(None), _EVENTS.c.session_id == bindparam("b_session")))
     .order_by(_EVENTS.c.id.desc()).limit(fixed_limit(1)), [_EVENTS.c.id])
 """The event before ``b_before`` on the stream of session ``b_session``: :func:`read_after`'s
-filter (``HIDDEN_KINDS`` as fixed values, not an expanding list), newest first."""
+filter (``HIDDEN_KINDS`` as fixed values, not an expanding list), newest first, looking back
+no further than ``b_floor``."""
+LINK_WINDOW = 1000
+"""How far below a wake's id :func:`link` looks for the event before it (ids are shared by all
+agents): the read walks the agent's index entries in that range, so a session with no event
+for a long while costs at most that many under the write lock, not the agent's whole history
+(a review measured 157 ms for 200,000 events of the agent on another session); its wake then
+goes as a nudge."""
 _SESSIONS = AgentSession.__table__  # type: ignore[attr-defined]
 _CHUNK = 32
 """Agent ids per live-session read at most (as ``queue.batch.CHUNK``)."""
@@ -224,8 +233,11 @@ def link(session: Session, wakes: list[Wake]) -> list[Wake]:
             out.append(wake)
             continue
         found = _PREVIOUS.run(session, {"b_agent": wake.agent_id, "b_before": wake.event_id,
-                                        "b_session": wake.session_id})
-        out.append(replace(wake, prev_event_id=int(found[0]["id"]) if found else 0))
+                                        "b_floor": max(wake.event_id - LINK_WINDOW, 0), "b_session": wake.session_id})
+        # Not found within the window: unknown (the stream reads); 0 only when no id lies below.
+        previous = int(found[0]["id"]) if found else (0 if wake.event_id <= LINK_WINDOW else None)
+        text = json.dumps(wake.event_data()) if previous is not None else None
+        out.append(replace(wake, prev_event_id=previous, event_text=text))
     return out
 
 

@@ -73,6 +73,11 @@ class Wake:
     the transaction that wrote it knew it (:func:`~switchboard.notify.sessions.link`, SQLite
     only); ``None`` otherwise. With it a stream at that position can send the wake without
     reading the ledger again (:meth:`~switchboard.notify.broker.Subscriber.take`)."""
+    event_text: str | None = None
+    """With :attr:`prev_event_id`: the event's data as the stream sends it from the ledger
+    (``json.dumps`` of the row's JSON), made where the row was written, so a pushed wake is
+    byte for byte the row even when the serving process would render the wake differently (a
+    rolling upgrade, another Python's Unicode tables)."""
 
     @property
     def content(self) -> str:
@@ -283,23 +288,36 @@ def rings_due(session: Session, clock: Clock) -> bool:
                for query in _ring_candidates(select(Todo.ring_count), now, 1))
 
 
-def due_rings(session: Session, clock: Clock, limit: int = 200) -> RingPass:
-    """Coalesced wakes for pending todos never rung (made by another process) or due a re-ring.
-
-    Each due todo is claimed by a conditional update on ``rung_at``, so many processes may call
-    this at once and each todo is counted once. A todo is re-rung at most :data:`MAX_RINGS`
-    times. The due todos are grouped by the session they would go to; each session gets one wake
-    naming how many wait and the oldest, unless it holds only re-rings and was woken within
-    :data:`RING_BASE_SECONDS` (no bursts: issue 10 item 5).
-    """
-    now = clock.now()
-    cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
-    # Only the columns a wake names: the payload (JSON, kilobytes) and result are not read and
-    # parsed for 200 todos in the write transaction (issue 11).
-    never, again = _ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), now, limit)
+def ring_candidates(session: Session, clock: Clock, limit: int = 200) -> list[Todo]:
+    """The pending todos due a ring now, at most ``limit``: those never rung first, then those
+    whose backoff has passed, oldest ring first (:func:`_ring_candidates`). Only the columns a
+    wake names: the payload (JSON, kilobytes) and result are not read (issue 11). Any session,
+    a read one too: :func:`due_rings` claims each candidate again in its write transaction, so
+    the maintenance pass reads them before it takes SQLite's write lock."""
+    never, again = _ring_candidates(select(Todo).options(load_only(*_WAKE_COLUMNS)), clock.now(), limit)
     candidates = list(session.execute(never).scalars())
     if len(candidates) < limit:  # the never-rung did not fill the pass: those due again
         candidates += list(session.execute(again).scalars())[:limit - len(candidates)]
+    return candidates
+
+
+def due_rings(session: Session, clock: Clock, limit: int = 200, candidates: list[Todo] | None = None) -> RingPass:
+    """Coalesced wakes for pending todos never rung (made by another process) or due a re-ring.
+
+    Each due todo is claimed by a conditional update (the backoff re-checked in it), so many
+    processes may call this at once and each todo is counted once. A todo is re-rung at most
+    :data:`MAX_RINGS` times. The due todos are grouped by the session they would go to; each
+    session gets one wake naming how many wait and the oldest, unless it holds only re-rings and
+    was woken within :data:`RING_BASE_SECONDS` (no bursts: issue 10 item 5).
+
+    Args:
+        candidates: :func:`ring_candidates` read before this write transaction (detached rows
+            are fine); ``None`` reads them here.
+    """
+    now = clock.now()
+    cutoff = now - timedelta(seconds=RING_BASE_SECONDS)
+    if candidates is None:
+        candidates = ring_candidates(session, clock, limit)
     groups: dict[str, tuple[AgentSession, list[tuple[Todo, Wake, bool]]]] = {}
     live: dict[str, AgentSession | None] = {}
     cache: dict[Any, Any] = {}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,10 +92,29 @@ def test_a_stream_that_falls_behind_its_pushes_reads_instead(loop: asyncio.Abstr
     assert (rows, read) == ([], True)
 
 
-def test_a_wake_keeps_the_event_before_it_across_the_pipe_and_redis() -> None:
+def test_a_wake_keeps_the_event_before_it_and_its_text_in_its_dict() -> None:
     wake = Wake("td_1", "acme", "reviews", "github.issues", "github", "t", ["agt_1"], agent_id="agt_1",
-                session_id="ses_a", event_id=12, prev_event_id=9)
-    assert Wake.from_dict(json.loads(json.dumps(wake.to_dict()))) == wake
+                session_id="ses_a", event_id=12, prev_event_id=9, event_text='{"content": "t"}')
+    assert Wake.from_dict(json.loads(json.dumps(wake.to_dict()))) == wake  # Redis
+    assert Wake.from_dict(pickle.loads(pickle.dumps(wake.to_dict()))) == wake  # the processing pipe
+
+
+def test_a_pushed_wake_reaches_only_a_stream_of_its_own_agent(loop: asyncio.AbstractEventLoop) -> None:
+    streams = broker.AgentStreams()
+    other = broker.Subscriber("agt_other", loop, session_id="ses_a")
+    streams.attach(other)
+    other.take(0)
+    wake = Wake("td_1", "acme", "reviews", "manual", "api", "t", ["agt_1"], agent_id="agt_1", session_id="ses_a",
+                event_id=5, prev_event_id=0, event_text="{}")
+    assert streams.deliver(wake) is False
+    assert other.take(0) == ([], False)  # neither pushed nor nudged
+    mine = broker.Subscriber("agt_1", loop, session_id="ses_a")
+    streams.attach(mine)
+    mine.take(0)
+    assert streams.deliver(wake) is True
+    assert mine.take(0) == ([(5, "wake", "{}")], False)
+    assert streams.deliver(replace(wake, event_text=None)) is True  # nothing to push: a nudge
+    assert mine.take(5) == ([], True)
 
 
 def _agent(hub: Hub) -> str:
@@ -108,9 +129,10 @@ def test_link_names_the_event_before_each_wake_on_its_own_stream(hub: Hub) -> No
         emit = lambda session_id, kind: sessions.emit(s, hub.clock, agent_id, session_id, kind, {"k": kind})  # noqa: E731
         first_a = emit("ses_a", "wake")
         first_b = emit("ses_b", "wake")
-        emit("ses_a", "doorbell_ring")  # hidden: never streamed
         broadcast = emit(None, "doorbell")  # any session of the agent
-        second_a, second_b, third_a = emit("ses_a", "wake"), emit("ses_b", "wake"), emit("ses_a", "wake")
+        second_a, second_b = emit("ses_a", "wake"), emit("ses_b", "wake")
+        emit("ses_a", "doorbell_ring")  # hidden: never streamed, so never the event before one
+        third_a = emit("ses_a", "wake")
         wakes = [Wake(f"td_{n}", "acme", "q", "manual", "api", "t", [agent_id], agent_id=agent_id, session_id=sid,
                       event_id=n) for n, sid in ((first_a, "ses_a"), (first_b, "ses_b"), (second_a, "ses_a"),
                                                  (second_b, "ses_b"), (third_a, "ses_a"))]
@@ -125,6 +147,27 @@ def test_link_names_the_event_before_each_wake_on_its_own_stream(hub: Hub) -> No
             assert wake.prev_event_id is not None and wake.session_id is not None
             after = sessions.read_after(s, agent_id, wake.session_id, wake.prev_event_id, limit=1)
             assert [e.id for e in after] == [wake.event_id]
+            assert wake.event_text == json.dumps(wake.event_data())
+
+
+def test_link_looks_back_a_bounded_window_and_leaves_an_older_previous_event_to_a_read(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose last event is far back (another session of the agent busy meanwhile):
+    the read under the write lock stops at the window, and the wake goes as a nudge."""
+    monkeypatch.setattr(sessions, "LINK_WINDOW", 20)
+    agent_id = _agent(hub)
+    with hub.db.write() as s:
+        old = sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {})
+        for _ in range(30):
+            sessions.emit(s, hub.clock, agent_id, "ses_b", "wake", {})
+        far = sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {})
+        near = sessions.emit(s, hub.clock, agent_id, "ses_a", "wake", {})
+        wakes = [Wake(f"td_{n}", "acme", "q", "manual", "api", "t", [agent_id], agent_id=agent_id,
+                      session_id="ses_a", event_id=n) for n in (old, far, near)]
+        linked = sessions.link(s, wakes)
+    if hub.db.is_sqlite:
+        assert [(w.prev_event_id, w.event_text is None) for w in linked] == [(0, False), (None, True), (far, False)]
 
 
 def test_a_processed_batch_publishes_linked_wakes(world: World) -> None:
@@ -166,6 +209,7 @@ async def test_a_live_stream_sends_pushed_wakes_without_reading_and_reads_across
     live: LiveApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from switchboard.notify.wakes import route
+    from switchboard.queue.child import ProcessDispatcher
     from switchboard.web import agent_api
     from tests.web.test_agent_stream import open_stream
 
@@ -177,7 +221,10 @@ async def test_a_live_stream_sends_pushed_wakes_without_reading_and_reads_across
         return real_read(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(agent_api, "_read", counting_read)
+    monkeypatch.setattr(agent_api, "HEARTBEAT_SECONDS", 600)  # a heartbeat reads the ledger
     agent_id = live.world.agent_id
+    relay = ProcessDispatcher.__new__(ProcessDispatcher)  # serve's side of the processing pipe, no child
+    relay._broker = live.hub.broker  # noqa: SLF001
 
     def wake(title: str, push: bool = True) -> int:
         """Write a wake for ses_test as processing does (linked), and publish it or not."""
@@ -186,8 +233,8 @@ async def test_a_live_stream_sends_pushed_wakes_without_reading_and_reads_across
             routed = route(s, live.hub.clock, Wake(f"td_{title}", "acme", "reviews", "manual", "api", title,
                                                     [agent_id]), target)
             [routed] = sessions.link(s, [routed])
-        if push:
-            live.hub.broker.publish_wake(routed)
+        if push:  # through the pipe's pickling and serve's side of it (ProcessDispatcher._apply)
+            relay._apply(pickle.loads(pickle.dumps(("batch", [("wake", routed.to_dict())]))))  # noqa: SLF001
         assert routed.event_id is not None
         return routed.event_id
 
@@ -196,13 +243,15 @@ async def test_a_live_stream_sends_pushed_wakes_without_reading_and_reads_across
         with anyio.fail_after(10):
             while not reads:
                 await anyio.sleep(0.01)
-        pushed = [await anyio.to_thread.run_sync(wake, f"p{n}") for n in range(3)]
-        got = [await stream.event() for _ in range(3)]
-        assert [int(e["id"]) for e in got] == pushed
+        pushed = [await anyio.to_thread.run_sync(wake, f"p\u00e9{n}") for n in range(3)]
+        texts = []
+        while len(texts) < 3:  # the raw data lines: byte for byte what a read of the ledger sends
+            line = await stream.line()
+            if line.startswith("data:"):
+                texts.append(line.removeprefix("data:").strip())
         assert len(reads) == 1  # all three without a read
-        with live.hub.db.read() as s:  # the pushed text is the ledger's row
-            rows = sessions.read_after(s, agent_id, "ses_test", pushed[0] - 1, limit=3)
-        assert [e["data"] for e in got] == [e.data for e in rows]
+        ledger = await anyio.to_thread.run_sync(real_read, live.hub, agent_id, "ses_test", pushed[0] - 1)
+        assert [(event_id, text) for event_id, _, text in ledger] == list(zip(pushed, texts, strict=True))
 
         unseen = await anyio.to_thread.run_sync(lambda: wake("unseen", push=False))
         after = await anyio.to_thread.run_sync(wake, "after")
