@@ -214,13 +214,15 @@ class Picker:
 
 
 def link(session: Session, wakes: list[Wake]) -> list[Wake]:
-    """``wakes`` with :attr:`~switchboard.notify.wakes.Wake.prev_event_id` set on each routed
-    one: the id of the event before it on its session's stream, read in the caller's write
-    transaction after its last event is written (one indexed read per wake, through
-    ``ix_agent_events_agent_id`` backwards). SQLite only: its one writer makes every id below
-    that commit settled and final, so no event can later appear between the two; on PostgreSQL
-    ids are not given in commit order, and ``wakes`` are returned unchanged (their streams read
-    the ledger, :func:`read_after`).
+    """``wakes`` with :attr:`~switchboard.notify.wakes.Wake.prev_event_id` and
+    :attr:`~switchboard.notify.wakes.Wake.event_text` set on each routed one: the id of the
+    event before it on its session's stream (0 for none), read in the caller's write
+    transaction after its last event is written (one indexed read per wake, backwards, at most
+    :data:`LINK_WINDOW` ids down; not found there, both stay ``None`` and the wake goes as a
+    nudge), and the event's data as the stream would send it from the ledger. SQLite only: its
+    one writer makes every id below that commit settled and final, so no event can later appear
+    between the two; on PostgreSQL ids are not given in commit order, and ``wakes`` are returned
+    unchanged (their streams read the ledger, :func:`read_after`).
 
     Issue 11: a stream that reads the ledger after each nudge waits for a worker thread and
     the event loop twice per batch (a third of the delivery-to-wake time at full speed).
@@ -232,8 +234,9 @@ def link(session: Session, wakes: list[Wake]) -> list[Wake]:
         if wake.event_id is None or wake.agent_id is None or wake.session_id is None:
             out.append(wake)
             continue
-        found = _PREVIOUS.run(session, {"b_agent": wake.agent_id, "b_before": wake.event_id,
-                                        "b_floor": max(wake.event_id - LINK_WINDOW, 0), "b_session": wake.session_id})
+        floor = max(wake.event_id - LINK_WINDOW, 0)
+        found = _PREVIOUS.run(session, {"b_agent": wake.agent_id, "b_session": wake.session_id,
+                                        "b_before": wake.event_id, "b_floor": floor})
         # Not found within the window: unknown (the stream reads); 0 only when no id lies below.
         previous = int(found[0]["id"]) if found else (0 if wake.event_id <= LINK_WINDOW else None)
         text = json.dumps(wake.event_data()) if previous is not None else None

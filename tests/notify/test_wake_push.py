@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -126,7 +126,7 @@ def _agent(hub: Hub) -> str:
 def test_link_names_the_event_before_each_wake_on_its_own_stream(hub: Hub) -> None:
     agent_id = _agent(hub)
     with hub.db.write() as s:
-        emit = lambda session_id, kind: sessions.emit(s, hub.clock, agent_id, session_id, kind, {"k": kind})  # noqa: E731
+        emit = lambda session_id, kind: sessions.emit(s, hub.clock, agent_id, session_id, kind, {"k": kind})
         first_a = emit("ses_a", "wake")
         first_b = emit("ses_b", "wake")
         broadcast = emit(None, "doorbell")  # any session of the agent
@@ -224,7 +224,7 @@ async def test_a_live_stream_sends_pushed_wakes_without_reading_and_reads_across
     monkeypatch.setattr(agent_api, "HEARTBEAT_SECONDS", 600)  # a heartbeat reads the ledger
     agent_id = live.world.agent_id
     relay = ProcessDispatcher.__new__(ProcessDispatcher)  # serve's side of the processing pipe, no child
-    relay._broker = live.hub.broker  # noqa: SLF001
+    relay._broker = live.hub.broker
 
     def wake(title: str, push: bool = True) -> int:
         """Write a wake for ses_test as processing does (linked), and publish it or not."""
@@ -234,7 +234,7 @@ async def test_a_live_stream_sends_pushed_wakes_without_reading_and_reads_across
                                                     [agent_id]), target)
             [routed] = sessions.link(s, [routed])
         if push:  # through the pipe's pickling and serve's side of it (ProcessDispatcher._apply)
-            relay._apply(pickle.loads(pickle.dumps(("batch", [("wake", routed.to_dict())]))))  # noqa: SLF001
+            relay._apply(pickle.loads(pickle.dumps(("batch", [("wake", routed.to_dict())]))))
         assert routed.event_id is not None
         return routed.event_id
 
