@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, literal_column, or_, select, update
 from sqlalchemy.orm import load_only
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import Session
 
 from switchboard.clock import Clock
@@ -190,7 +191,14 @@ def _ring_claim() -> Prepared:
                _TODOS.c.ring_count < literal_column(str(MAX_RINGS)),
                or_(_TODOS.c.rung_at.is_(None), due_again))
         .values(rung_at=bindparam("b_now", type_=_TODOS.c.rung_at.type), ring_count=_TODOS.c.ring_count + 1)
-        .returning(_TODOS.c.id), [_TODOS.c.id], "b_ids")
+        .returning(*_CLAIMED), _CLAIMED, "b_ids")
+
+
+_CLAIMED = [_TODOS.c.id, _TODOS.c.project_id, _TODOS.c.assigned_agent_id, _TODOS.c.ring_count]
+"""What :data:`_RING_CLAIM` returns of each todo it claimed: its recipients as they are now
+(candidates read before the write transaction may be stale: reassigned meanwhile), and its ring
+count after the claim (1 for a first ring: ``ring_count`` is 0 exactly when ``rung_at`` is
+NULL, every reset sets both and every ring adds one to the count)."""
 
 
 _WAKE_COLUMNS = (Todo.id, Todo.project_id, Todo.queue, Todo.kind, Todo.title, Todo.source_id,
@@ -330,14 +338,20 @@ def due_rings(session: Session, clock: Clock, limit: int = 200, candidates: list
     # the deliveries' acks behind it (a 60 s burst at 15 % of the bare route: every batch over
     # 30 ms after the first 30 s overlapped a pass).
     ids = [todo.id for todo in candidates]
-    claimed: set[str] = set()
+    claimed: dict[str, dict[str, Any]] = {}
     for start in range(0, len(ids), _CLAIM_CHUNK):
-        claimed.update(row["id"] for row in _RING_CLAIM.run(
+        claimed.update((row["id"], row) for row in _RING_CLAIM.run(
             session, ring_claim_params(ids[start:start + _CLAIM_CHUNK], now)))
     for todo in candidates:  # each one due (the backoff is in the SQL)
-        if todo.id not in claimed:  # rung meanwhile by another pass, or no longer pending
+        row = claimed.get(todo.id)
+        if row is None:  # rung meanwhile by another pass, or no longer pending
             continue
-        first = todo.rung_at is None
+        # As the row is now (a breaker: a todo reassigned between the read of the candidates
+        # and this transaction was rung to its old assignee, and its new one's first ring was
+        # spent): without marking the row changed for the session.
+        set_committed_value(todo, "project_id", row["project_id"])
+        set_committed_value(todo, "assigned_agent_id", row["assigned_agent_id"])
+        first = row["ring_count"] == 1
         wakes.todos += 1
         wake = wake_for(session, todo, cache)
         target = None

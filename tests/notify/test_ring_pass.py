@@ -145,6 +145,34 @@ def test_two_passes_racing_ring_each_todo_once(hub: Hub) -> None:
     assert set(_rings(hub, ids).values()) == {(T0, 1), (T0, 2)}
 
 
+def test_a_todo_reassigned_after_the_candidates_were_read_is_rung_to_its_new_assignee(hub: Hub) -> None:
+    """The pass reads its candidates before its write transaction (issue 11). A breaker
+    reassigned a todo in between (``switchboard todo assign``: rung afresh on the next pass): the
+    wake went to the old recipients, and the new assignee's first ring was spent on it."""
+    from switchboard.models import AgentSession
+    from switchboard.notify.wakes import ring_candidates
+
+    with hub.db.write() as s:
+        admin.add_agent(s, "claude2", "alice")
+        admin.grant(s, "claude2", "acme", "work")
+        claude1, claude2 = admin.agent_by_name(s, "claude1").id, admin.agent_by_name(s, "claude2").id
+        sessions.attach(s, hub.clock, claude1, "ses_1", "stm_1")
+        sessions.attach(s, hub.clock, claude2, "ses_2", "stm_2")
+    [todo_id] = _backlog(hub, "acme", 1, T0 - timedelta(seconds=200))  # rung once, due again
+    with hub.db.read() as s:
+        stale = ring_candidates(s, hub.clock)
+    assert [t.id for t in stale] == [todo_id] and stale[0].assigned_agent_id is None
+    with hub.db.write() as s:  # reassigned, as the CLI and the web UI do
+        todo = s.get(Todo, todo_id)
+        todo.assigned_agent_id, todo.rung_at, todo.ring_count = claude2, None, 0
+        # Woken 5 s ago: a session holding only re-rings would get no wake; a first ring goes.
+        s.get(AgentSession, "ses_2").last_woken_at = T0 - timedelta(seconds=5)
+    with hub.db.write() as s:
+        wakes = due_rings(s, hub.clock, candidates=stale)
+    assert [(w.agent_id, w.session_id, w.agent_ids) for w in wakes] == [(claude2, "ses_2", [claude2])]
+    assert _rings(hub, [todo_id]) == {todo_id: (T0, 1)}
+
+
 def test_a_pass_reads_no_payloads(hub: Hub) -> None:
     # Issue 11: the pass runs in the maintenance write transaction; reading and parsing 200 todos'
     # payloads (kilobytes of JSON each) there was about a third of its time (12.5 against 20 ms
