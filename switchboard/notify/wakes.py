@@ -244,12 +244,17 @@ def _backoff_buckets() -> list[tuple[int, int, int]]:
 _BUCKETS = _backoff_buckets()
 _RING_CLAIM = _ring_claim()
 _CLAIM_CHUNK = 50
-"""Todo ids per :data:`_RING_CLAIM` at most: one compiled statement per list length, so the
-lengths stay a bounded set (a pass has up to 200 candidates)."""
+"""Todo ids per :data:`_RING_CLAIM` (a pass has up to 200 candidates; :func:`ring_claim_params`
+pads a shorter list to this length)."""
 
 
 def ring_claim_params(ids: list[str], now: datetime) -> dict[str, Any]:
-    """:data:`_RING_CLAIM`'s parameters for ``ids`` at ``now``."""
+    """:data:`_RING_CLAIM`'s parameters for ``ids`` (1 to :data:`_CLAIM_CHUNK`) at ``now``. The
+    list is padded to :data:`_CLAIM_CHUNK` with its last id (a row is updated and returned once
+    however often its id is listed): one SQL text, not one per length, so the pass does not fill
+    psycopg's cache of prepared statements (100 a connection) and push out the claims' and
+    completes' (a review)."""
+    ids = list(ids) + [ids[-1]] * (_CLAIM_CHUNK - len(ids)) if ids else ids
     params: dict[str, Any] = {"b_ids": ids, "b_now": now}
     for seconds, _, _ in _BUCKETS:
         params[f"b_cut_{seconds}"] = now - timedelta(seconds=seconds)

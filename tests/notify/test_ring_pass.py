@@ -123,16 +123,16 @@ def test_two_passes_racing_ring_each_todo_once(hub: Hub) -> None:
     from switchboard.notify.wakes import _RING_CLAIM, ring_claim_params
 
     ids = _backlog(hub, "acme", 10, T0 - timedelta(seconds=31)) + _backlog(hub, "acme", 5, None)
-    _backlog(hub, "acme", 3, T0 - timedelta(seconds=10))  # inside their backoff: never claimed
+    waiting = _backlog(hub, "acme", 3, T0 - timedelta(seconds=10))  # inside their backoff: never claimed
     first = hub.db.write()
     s = first.__enter__()
     try:
-        assert {r["id"] for r in _RING_CLAIM.run(s, ring_claim_params(ids, T0))} == set(ids)
+        assert {r["id"] for r in _RING_CLAIM.run(s, ring_claim_params(ids + waiting, T0))} == set(ids)
         late: list[list[dict[str, Any]]] = []
 
         def second_pass() -> None:
             with hub.db.write() as s2:
-                late.append(_RING_CLAIM.run(s2, ring_claim_params(ids, T0 + timedelta(seconds=1))))
+                late.append(_RING_CLAIM.run(s2, ring_claim_params(ids + waiting, T0 + timedelta(seconds=1))))
 
         racer = threading.Thread(target=second_pass)
         racer.start()
@@ -143,6 +143,20 @@ def test_two_passes_racing_ring_each_todo_once(hub: Hub) -> None:
     racer.join(30)
     assert late == [[]]
     assert set(_rings(hub, ids).values()) == {(T0, 1), (T0, 2)}
+    assert set(_rings(hub, waiting).values()) == {(T0 - timedelta(seconds=10), 1)}
+
+
+def test_a_claim_pads_its_ids_to_one_statement_text(hub: Hub) -> None:
+    """One SQL text for every chunk length: psycopg keeps 100 prepared statements a connection,
+    and 50 variants of this one would push out the claims' and completes' (a review)."""
+    from switchboard.notify.wakes import _CLAIM_CHUNK, _RING_CLAIM, ring_claim_params
+
+    ids = _backlog(hub, "acme", 3, None)
+    params = ring_claim_params(ids, T0)
+    assert len(params["b_ids"]) == _CLAIM_CHUNK and set(params["b_ids"]) == set(ids)
+    with hub.db.write() as s:
+        assert sorted(r["id"] for r in _RING_CLAIM.run(s, params)) == sorted(ids)  # each row once
+    assert set(_rings(hub, ids).values()) == {(T0, 1)}
 
 
 def test_a_todo_reassigned_after_the_candidates_were_read_is_rung_to_its_new_assignee(hub: Hub) -> None:
