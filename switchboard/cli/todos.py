@@ -131,7 +131,6 @@ def todo_assign(todo_id: str, agent_name: str) -> tuple[dict[str, Any], str]:
             raise NotFound("no such todo")
         agent_row = admin_ops.assignable_agent(s, agent_name, todo_row.project_id)
         row_ = todo_ops.assign(s, hub.clock, todo_id, agent_row.id)
-        row_.rung_at, row_.ring_count = None, 0  # ring the assignee on the hub's next pass
         data = todo_ops.row(row_)
     return data, f"{todo_id} assigned to {agent_name}"
 

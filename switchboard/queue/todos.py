@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import bindparam, select
+from sqlalchemy.orm.attributes import flag_modified
 from sqlmodel import Session
 
 from switchboard import paging
@@ -369,7 +370,8 @@ def cancel(session: Session, clock: Clock, todo_id: str) -> dict[str, Any]:
 
 
 def assign(session: Session, clock: Clock, todo_id: str, agent_id: str | None) -> Todo:
-    """Assign a pending todo to one agent (only it may claim it), or clear with ``None``.
+    """Assign a pending todo to one agent (only it may claim it), or clear with ``None``; either
+    way its wake goes out afresh on the hub's next pass (``rung_at`` and ``ring_count`` reset).
 
     Raises:
         NotFound: no such todo. Conflict: the todo is not pending.
@@ -386,5 +388,12 @@ def assign(session: Session, clock: Clock, todo_id: str, agent_id: str | None) -
         if role != "work":  # the same answer as an unknown agent (issue 13 item 1)
             raise NotFound("no agent by that name can work on this project")
     todo.assigned_agent_id, todo.updated_at = agent_id, clock.now()
+    # Rung afresh on the hub's next pass, to its new recipients. Written even when the values
+    # loaded are these already (a todo never rung): a pass may have rung it since it was read, and
+    # the ORM left equal values out of its UPDATE, so on PostgreSQL the new assignee's first ring
+    # was lost (a review).
+    todo.rung_at, todo.ring_count = None, 0
+    flag_modified(todo, "rung_at")
+    flag_modified(todo, "ring_count")
     session.flush()
     return todo

@@ -123,7 +123,6 @@ def act(todo_id: str, action: str) -> Any:
             todo_row = _todo(s, owned, todo_id)
             todo = todos.assign(s, hub.clock, todo_id,
                                 admin.assignable_agent(s, body["agent"], todo_row.project_id).id)
-            todo.rung_at, todo.ring_count = None, 0  # the assignee is rung on the next pass
             return jsonify(todos.row(todo))
         raise InvalidArgument(f"unknown action {action!r}; one of retry, cancel, assign")
 

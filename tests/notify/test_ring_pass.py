@@ -187,6 +187,26 @@ def test_a_todo_reassigned_after_the_candidates_were_read_is_rung_to_its_new_ass
     assert _rings(hub, [todo_id]) == {todo_id: (T0, 1)}
 
 
+def test_an_assignment_racing_a_pass_still_rings_the_new_assignee(hub: Hub) -> None:
+    """A review: ``todos.assign`` read a never-rung todo, a pass rang it to the project's agents
+    and committed, then the assignment's reset of ``rung_at`` and ``ring_count`` (equal to what
+    it had read) was left out of its UPDATE, and the new assignee's first ring was lost. On
+    SQLite the pass cannot commit in between (one writer); on PostgreSQL it can."""
+    if hub.db.is_sqlite:
+        pytest.skip("one writer: a pass cannot commit between the assignment's read and its write")
+    with hub.db.write() as s:
+        admin.add_agent(s, "claude2", "alice")
+        admin.grant(s, "claude2", "acme", "work")
+        claude2 = admin.agent_by_name(s, "claude2").id
+    [todo_id] = _backlog(hub, "acme", 1, None)
+    with hub.db.write() as assigning:
+        assert assigning.get(Todo, todo_id).ring_count == 0  # read before the pass
+        with hub.db.write() as s:
+            assert due_rings(s, hub.clock).todos == 1
+        todos.assign(assigning, hub.clock, todo_id, claude2)
+    assert _rings(hub, [todo_id]) == {todo_id: (None, 0)}  # rung afresh on the next pass
+
+
 def test_a_pass_reads_no_payloads(hub: Hub) -> None:
     # Issue 11: the pass runs in the maintenance write transaction; reading and parsing 200 todos'
     # payloads (kilobytes of JSON each) there was about a third of its time (12.5 against 20 ms

@@ -219,8 +219,7 @@ def todo_act(todo_id: str, act: str) -> Any:
         elif act == "cancel":
             todos.cancel(s, hub().clock, todo_id)
         elif act == "assign":
-            assigned = todos.assign(s, hub().clock, todo_id, _agent_for(s, request.form.get("agent"), todo.project_id))
-            assigned.rung_at, assigned.ring_count = None, 0  # the assignee is rung on the next pass
+            todos.assign(s, hub().clock, todo_id, _agent_for(s, request.form.get("agent"), todo.project_id))
         else:
             raise NotFound("no such action")
     flash(f"{act.capitalize()}: {todo_id}")
