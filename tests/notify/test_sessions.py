@@ -6,29 +6,12 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from switchboard import admin
-from switchboard.config import Settings
-from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.notify import sessions
-from tests.services import fresh_postgres_database
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    if request.param == "sqlite":
-        settings = Settings(home=tmp_path)
-    else:
-        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
-    upgrade(settings)
-    h = Hub(settings, role="cli")
-    yield h
-    h.close()
 
 
 def _agent(hub: Hub) -> str:

@@ -13,31 +13,15 @@ import json
 import pickle
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import anyio
 import pytest
 
-from switchboard import admin
-from switchboard.config import Settings
-from switchboard.db import upgrade
 from switchboard.hub import Hub
 from switchboard.notify import broker, sessions
 from switchboard.notify.wakes import Wake
 from tests.conftest import LiveApp, World
-from tests.services import fresh_postgres_database
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
-    if request.param == "sqlite":
-        settings = Settings(home=tmp_path)
-    else:
-        settings = Settings(home=tmp_path, database_url=fresh_postgres_database(request.getfixturevalue("postgres_url")))
-    upgrade(settings)
-    h = Hub(settings, role="cli")
-    yield h
-    h.close()
+from tests.notify.test_sessions import _agent
 
 
 @pytest.fixture
@@ -115,12 +99,6 @@ def test_a_pushed_wake_reaches_only_a_stream_of_its_own_agent(loop: asyncio.Abst
     assert mine.take(0) == ([(5, "wake", "{}")], False)
     assert streams.deliver(replace(wake, event_text=None)) is True  # nothing to push: a nudge
     assert mine.take(5) == ([], True)
-
-
-def _agent(hub: Hub) -> str:
-    with hub.db.write() as s:
-        admin.add_human(s, "alice")
-        return admin.add_agent(s, "a1", "alice").id
 
 
 def test_link_names_the_event_before_each_wake_on_its_own_stream(hub: Hub) -> None:
