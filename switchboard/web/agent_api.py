@@ -266,17 +266,15 @@ async def stream(request: Request) -> Response:
                     rows, read = [], True
                 if sub.closed:
                     return
+                if read:  # after the pushed ones: the read starts where they end
+                    after = rows[-1][0] if rows else position
+                    found = await anyio.to_thread.run_sync(_read, hub, caller.agent_id, session_id, after)
+                    if len(found) == 100:
+                        sub.look()  # a long backlog: read on
+                    rows += found
                 for event_id, kind, data in rows:
                     position = event_id
                     yield ServerSentEvent(data=data, event=kind, id=str(event_id))
-                if not read:
-                    continue
-                rows = await anyio.to_thread.run_sync(_read, hub, caller.agent_id, session_id, position)
-                for event_id, kind, data in rows:
-                    position = event_id
-                    yield ServerSentEvent(data=data, event=kind, id=str(event_id))
-                if len(rows) == 100:
-                    sub.look()  # a long backlog: read on
         finally:
             unwatch()
             hub.streams.detach(sub)
