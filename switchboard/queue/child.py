@@ -16,6 +16,13 @@ The contract is the one of :class:`~switchboard.queue.dispatcher.InlineDispatche
   to its attached sessions, inbox rings and stream nudges (:class:`ForwardingBroker`), feed bell
   rings, and the metrics processing observes. They are sent after their transaction commits,
   one message per processed batch (``("batch", [...])``).
+- Every ``reap_interval_seconds`` the child runs the queue's part of the maintenance pass
+  between two batches (expired leases, retries, re-rings, inbox expiry: ``Hub.reap(notices=
+  False)``), and ``serve``'s maintenance thread leaves that part out while the child is ready
+  (``Hub.queue_pass_elsewhere``). In ``serve`` that pass's write transaction held SQLite's one
+  write lock 17-44 ms during a full-speed burst, mostly its statements waiting for the
+  interpreter lock ``serve``'s event loop holds; here it runs on its own, in turn with the
+  batches. While no child is ready, ``serve`` runs it.
 - Nothing acknowledged is lost: the database is the record. Ids in a pipe when the child dies
   are deliveries still ``received``: a supervisor thread starts another child (after
   :data:`RESTART_SECONDS`, doubling while children die young or cannot be started), and once it
@@ -225,9 +232,22 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
     hub.settle()  # the intake rules built before the first delivery; the start-up heap frozen
     send(("ready",))
     flush()
+    from switchboard.hub import PassLog
+
+    interval = settings.reap_interval_seconds
+    passes = PassLog("maintenance pass of the processing process", interval)
+    next_pass = time.monotonic() + interval
     try:
         while True:
+            if time.monotonic() >= next_pass:
+                # The queue's part of the maintenance pass, between two batches (serve leaves it
+                # to this process while it is ready: Hub.reap, issue 11).
+                passes.run(lambda: hub.reap(notices=False))
+                flush()
+                next_pass = time.monotonic() + interval
             try:
+                if not inbox.poll(max(0.0, next_pass - time.monotonic())):
+                    continue
                 first = inbox.recv()
             except (EOFError, OSError):
                 return

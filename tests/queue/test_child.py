@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
+import time
 from typing import Any
 
 import httpx2
@@ -213,3 +214,72 @@ def test_one_checkpointer_per_database_file(world: World) -> None:
         hub.close()
     assert lines == [{"role": "serve", "pid": os.getpid(), "checkpointer": True},
                      {"role": "processing", "pid": child, "checkpointer": False}]
+
+
+class _PassHub(Hub):
+    """A hub that writes a line to ``queue-passes.jsonl`` in the instance folder for each queue
+    part of a maintenance pass it runs (``serve`` hands this class to its child)."""
+
+    def _queue_pass(self) -> Any:
+        out = super()._queue_pass()
+        with open(self.settings.home / "queue-passes.jsonl", "a") as f:
+            f.write(json.dumps({"role": self.role, "pid": os.getpid(), "rung": out[1].todos}) + "\n")
+        return out
+
+
+def _passes(world: World) -> list[dict[str, Any]]:
+    path = world.settings.home / "queue-passes.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _new_todo(hub: Hub, world: World, title: str) -> str:
+    from switchboard.queue import todos
+
+    with hub.db.write() as s:  # made outside processing: only a maintenance pass rings it
+        todo, _ = todos.create(s, hub.clock, project_id=world.project_id, queue="reviews", kind="manual",
+                               title=title, payload=None)
+        return todo.id
+
+
+def _ring_count(hub: Hub, todo_id: str) -> int:
+    from switchboard.models import Todo
+
+    with hub.db.read() as s:
+        todo = s.get(Todo, todo_id)
+        assert todo is not None
+        return todo.ring_count
+
+
+def test_the_processing_process_runs_the_queue_pass_and_serve_takes_it_over_while_there_is_none(
+        world: World) -> None:
+    # Issue 11: in serve, the re-ring pass's write transaction held SQLite's write lock 17-44 ms
+    # during a full-speed burst, its statements waiting for the interpreter lock serve's event
+    # loop holds; the processing process runs it between its batches (Hub.reap).
+    settings = world.settings.with_overrides(processing="process", reap_interval_seconds=0.1)
+    hub = _PassHub(settings, role="serve")
+    try:
+        dispatcher = hub.dispatcher
+        assert isinstance(dispatcher, ProcessDispatcher)
+        assert dispatcher.wait_ready(30)
+        child = dispatcher.pid
+        hub.start_sweeper()
+        first = _new_todo(hub, world, "made by the CLI")
+        wait_for(lambda: _ring_count(hub, first) == 1, timeout=20)
+        passes = _passes(world)
+        assert passes and {(p["role"], p["pid"]) for p in passes} == {("processing", child)}
+        assert sum(p["rung"] for p in passes) == 1
+
+        os.kill(child, signal.SIGKILL)  # no child: serve runs the whole pass until the next is ready
+        wait_for(lambda: not dispatcher.healthy(), timeout=20)
+        seen = len(_passes(world))
+        wait_for(lambda: any(p["role"] == "serve" for p in _passes(world)[seen:]), timeout=20)
+        wait_for(dispatcher.healthy, timeout=30)
+        second = _new_todo(hub, world, "made by the CLI, later")
+        wait_for(lambda: _ring_count(hub, second) == 1, timeout=20)
+        assert dispatcher.pid not in (None, child)
+        rang = [p for p in _passes(world) if p["rung"]]
+        assert [p["role"] for p in rang] in (["processing", "processing"], ["processing", "serve"])
+        time.sleep(0.5)  # a few more passes of each process: neither rings them again
+        assert _ring_count(hub, first) == 1 and _ring_count(hub, second) == 1
+    finally:
+        hub.close()
