@@ -206,11 +206,13 @@ class Hub:
 
     def queue_pass_elsewhere(self) -> bool:
         """Whether the queue's part of the maintenance pass runs in the processing process
-        (embedded ``serve`` with ``SWITCHBOARD_PROCESSING=process``, while its child is ready):
-        then ``serve``'s own pass leaves it out (see :meth:`reap`)."""
+        (embedded ``serve`` with ``SWITCHBOARD_PROCESSING=process``, while its child is ready
+        and passing: ``ProcessDispatcher.runs_queue_pass``): then ``serve``'s own pass leaves
+        it out (see :meth:`reap`)."""
         from switchboard.queue.child import ProcessDispatcher
 
-        return isinstance(self.dispatcher, ProcessDispatcher) and self.dispatcher.healthy()
+        return (isinstance(self.dispatcher, ProcessDispatcher)
+                and self.dispatcher.runs_queue_pass(self.settings.reap_interval_seconds))
 
     def reap(self, *, queue: bool = True, notices: bool = True) -> dict[str, int]:
         """One maintenance pass: expired leases and due retries back to the queue, then wakes

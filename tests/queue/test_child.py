@@ -11,6 +11,7 @@ import os
 import signal
 import sqlite3
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx2
@@ -250,36 +251,108 @@ def _ring_count(hub: Hub, todo_id: str) -> int:
         return todo.ring_count
 
 
+def _rang(world: World) -> int:
+    return sum(p["rung"] for p in _passes(world))
+
+
+def _passes_go_to(world: World, pid: int) -> None:
+    """Wait for a pass of process ``pid``; then, once serve has seen it, check that only that
+    process runs the queue's passes for a second."""
+    seen = len(_passes(world))
+    wait_for(lambda: any(p["pid"] == pid for p in _passes(world)[seen:]), timeout=30)
+    time.sleep(1.0)  # a pass of serve's that began before it heard of the child's ends
+    mark = len(_passes(world))
+    time.sleep(1.0)
+    later = _passes(world)[mark:]
+    assert later and {(p["role"], p["pid"]) for p in later} == {("processing", pid)}
+
+
 def test_the_processing_process_runs_the_queue_pass_and_serve_takes_it_over_while_there_is_none(
         world: World) -> None:
     # Issue 11: in serve, the re-ring pass's write transaction held SQLite's write lock 17-44 ms
-    # during a full-speed burst, its statements waiting for the interpreter lock serve's event
-    # loop holds; the processing process runs it between its batches (Hub.reap).
-    settings = world.settings.with_overrides(processing="process", reap_interval_seconds=0.1)
+    # during a full-speed burst; the processing process runs it between its batches (Hub.reap).
+    settings = world.settings.with_overrides(processing="process", reap_interval_seconds=0.2)
     hub = _PassHub(settings, role="serve")
     try:
         dispatcher = hub.dispatcher
         assert isinstance(dispatcher, ProcessDispatcher)
         assert dispatcher.wait_ready(30)
         child = dispatcher.pid
+        assert child is not None
         hub.start_sweeper()
         first = _new_todo(hub, world, "made by the CLI")
-        wait_for(lambda: _ring_count(hub, first) == 1, timeout=20)
-        passes = _passes(world)
-        assert passes and {(p["role"], p["pid"]) for p in passes} == {("processing", child)}
-        assert sum(p["rung"] for p in passes) == 1
+        wait_for(lambda: _rang(world) == 1, timeout=20)
+        assert {(p["role"], p["pid"]) for p in _passes(world)} == {("processing", child)}
 
-        os.kill(child, signal.SIGKILL)  # no child: serve runs the whole pass until the next is ready
+        # A child stuck in a batch (here stopped) is still ready: serve takes the pass over
+        # until it passes again (review: leases and inbox expiry would have waited for it).
+        os.kill(child, signal.SIGSTOP)
+        try:
+            seen = len(_passes(world))
+            wait_for(lambda: any(p["role"] == "serve" for p in _passes(world)[seen:]), timeout=20)
+            assert dispatcher.healthy()
+        finally:
+            os.kill(child, signal.SIGCONT)
+        _passes_go_to(world, child)
+
+        # No child: serve runs the whole pass, and gives it to the next child once it is ready.
+        os.kill(child, signal.SIGKILL)
         wait_for(lambda: not dispatcher.healthy(), timeout=20)
         seen = len(_passes(world))
         wait_for(lambda: any(p["role"] == "serve" for p in _passes(world)[seen:]), timeout=20)
         wait_for(dispatcher.healthy, timeout=30)
+        second_child = dispatcher.pid
+        assert second_child not in (None, child)
+        _passes_go_to(world, second_child)  # type: ignore[arg-type]
         second = _new_todo(hub, world, "made by the CLI, later")
-        wait_for(lambda: _ring_count(hub, second) == 1, timeout=20)
-        assert dispatcher.pid not in (None, child)
-        rang = [p for p in _passes(world) if p["rung"]]
-        assert [p["role"] for p in rang] in (["processing", "processing"], ["processing", "serve"])
-        time.sleep(0.5)  # a few more passes of each process: neither rings them again
+        wait_for(lambda: _rang(world) == 2, timeout=20)
+        assert [(p["role"], p["pid"]) for p in _passes(world) if p["rung"]] == [
+            ("processing", child), ("processing", second_child)]
         assert _ring_count(hub, first) == 1 and _ring_count(hub, second) == 1
     finally:
         hub.close()
+
+
+def test_the_child_rings_and_nudges_for_the_inbox_items_its_pass_expires(world: World) -> None:
+    # Review: the child's expiry reaches serve at once (its inbox_wait ring and a nudge of the
+    # agent's streams for the verdict events), not on serve's next read of resolutions.
+    from datetime import timedelta
+
+    from switchboard.clock import FixedClock
+    from switchboard.inbox import items
+    from switchboard.models import InboxItem
+
+    hub = Hub(world.settings, clock=FixedClock(datetime.now(UTC) - timedelta(minutes=5)), role="cli")
+    try:
+        with hub.db.write() as s:
+            item = items.post(s, hub.clock, agent_id=world.agent_id, grants={world.project_id: "work"},
+                              kind="approval", project=world.project_id, title="deploy?",
+                              expires_in_seconds=60)
+    finally:
+        hub.close()
+    ctx = mp.get_context("spawn")
+    to_child_r, to_child_w = ctx.Pipe(duplex=False)
+    from_child_r, from_child_w = ctx.Pipe(duplex=False)
+    settings = world.settings.with_overrides(reap_interval_seconds=0.1)
+    process = ctx.Process(target=child_main, args=(Hub, settings, to_child_r, from_child_w))
+    process.start()
+    from_child_w.close()
+    to_child_r.close()
+    messages: list[tuple[Any, ...]] = []
+    try:
+        while ("passed",) not in messages:
+            assert from_child_r.poll(30)
+            received = from_child_r.recv()
+            messages += received[1] if received[0] == "batch" else [received]
+        to_child_w.send(None)
+    finally:
+        process.join(30)
+    assert ("inbox", world.agent_id) in messages and ("event", world.agent_id, None) in messages
+    assert messages.index(("inbox", world.agent_id)) < messages.index(("passed",))
+    check = Hub(world.settings, role="cli")
+    try:
+        with check.db.read() as s:
+            expired = s.get(InboxItem, item["id"])
+            assert expired is not None and expired.status != "open" and expired.decision == "deny"
+    finally:
+        check.close()
