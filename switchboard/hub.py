@@ -166,23 +166,27 @@ class Hub:
             except Exception:  # noqa: BLE001
                 log.exception("start-up sweep failed")
             next_sweep = time.monotonic() + self.settings.sweep_interval_seconds
-            passes = PassLog("maintenance pass", self.settings.reap_interval_seconds)
-
-            def one_pass() -> None:
-                nonlocal next_sweep
-                now = time.monotonic()
-                # The queue's part runs in the processing process while it is up (see reap).
-                self.reap(queue=not self.queue_pass_elsewhere())
-                if self._source_cache is not None:
-                    self._source_cache.check()  # type: ignore[attr-defined]
-                maintain(self, now)
-                if now >= next_sweep:
-                    grace = timedelta(seconds=self.settings.sweep_grace_seconds)
-                    jobs.sweep(self, self.clock.now() - grace, redispatch=self._should_redispatch())
-                    next_sweep = now + self.settings.sweep_interval_seconds
-
+            outage = 0  # maintenance passes failed in a row on an unavailable database
             while True:
-                passes.run(one_pass)
+                now = time.monotonic()
+                try:
+                    self.reap()
+                    if self._source_cache is not None:
+                        self._source_cache.check()  # type: ignore[attr-defined]
+                    maintain(self, now)
+                    if now >= next_sweep:
+                        grace = timedelta(seconds=self.settings.sweep_grace_seconds)
+                        jobs.sweep(self, self.clock.now() - grace, redispatch=self._should_redispatch())
+                        next_sweep = now + self.settings.sweep_interval_seconds
+                except DependencyUnavailable as exc:  # an outage: a line when it starts, no traceback a pass
+                    outage += 1
+                    if outage == 1 or outage % 30 == 0:
+                        log.warning("maintenance pass skipped (%s); retrying every %s s", exc.message,
+                                    self.settings.reap_interval_seconds)
+                except Exception:  # noqa: BLE001 - keep going; a fault is logged with its traceback
+                    log.exception("maintenance pass failed")
+                else:
+                    outage = 0
                 if self._stop.wait(self.settings.reap_interval_seconds):
                     return
 
@@ -204,65 +208,16 @@ class Hub:
                 return False
         return True
 
-    def queue_pass_elsewhere(self) -> bool:
-        """Whether the queue's part of the maintenance pass runs in the processing process
-        (embedded ``serve`` with ``SWITCHBOARD_PROCESSING=process``, while its child is ready
-        and passing: ``ProcessDispatcher.runs_queue_pass``): then ``serve``'s own pass leaves
-        it out (see :meth:`reap`)."""
-        from switchboard.queue.child import ProcessDispatcher
-
-        return (isinstance(self.dispatcher, ProcessDispatcher)
-                and self.dispatcher.runs_queue_pass(self.settings.reap_interval_seconds))
-
-    def reap(self, *, queue: bool = True, notices: bool = True) -> dict[str, int]:
+    def reap(self) -> dict[str, int]:
         """One maintenance pass: expired leases and due retries back to the queue, then wakes
         for pending todos never rung (made by the CLI or another process), re-queued, or due a
         re-ring (DESIGN.md §6.5); inbox items past their expiry decided by ``on_expiry``, and
         ``inbox_wait`` rung for resolutions made in another process without Redis (the CLI).
 
-        Embedded ``serve`` runs its processing process's part in that process, between its
-        batches (``queue_pass_elsewhere``; :mod:`switchboard.queue.child`): its write
-        transaction held SQLite's one write lock 17-44 ms a pass during a full-speed burst,
-        mostly its statements waiting for ``serve``'s interpreter lock (issue 11). Both parts
-        are safe to run in many processes at once (conditional updates).
-
-        Args:
-            queue: run the queue's part (one write transaction when something is due): leases,
-                retries, rings, inbox expiry, the prune of stream sessions.
-            notices: run the rest (reads, then rings and nudges in this process): ``inbox_wait``
-                rung for resolutions made elsewhere, stream nudges for agent events written
-                elsewhere (``serve`` only), and the prompt alerts due.
-
         Returns:
             Counts: ``expired`` (leases), ``dead_lettered``, ``retried``, ``rung`` (todos),
-            ``wakes`` (sent, coalesced), ``inbox_expired`` (items decided on expiry); zeros for
-            the part not run.
+            ``wakes`` (sent, coalesced), ``inbox_expired`` (items decided on expiry).
         """
-        from switchboard.notify.wakes import RingPass
-
-        counts = {"expired": 0, "dead_lettered": 0, "retried": 0}
-        wakes, expired_for = RingPass(), []
-        if queue:
-            counts, wakes, expired_for = self._queue_pass()
-        if notices:
-            for agent_id in sorted(set(self._resolved_elsewhere()) - set(expired_for)):
-                self.broker.publish_inbox(agent_id)
-            if self.role == "serve":
-                for agent_id, session_id in self._events_elsewhere():
-                    self.streams.nudge(agent_id, session_id)
-        counts["rung"] = wakes.todos  # todos rung (coalesced into len(wakes) wakes)
-        counts["wakes"] = len(wakes)
-        counts["inbox_expired"] = len(expired_for)  # "expired" is the leases' (it was overwritten)
-        if notices:
-            from switchboard.inbox import alerts
-
-            alerts.send_due(self)
-        return counts
-
-    def _queue_pass(self) -> tuple[dict[str, int], Any, list[str]]:
-        """The queue's part of :meth:`reap`: its counts, the wakes it published (a ``RingPass``)
-        and the agents whose inbox items it expired (their ``inbox_wait`` rung, and in the
-        processing process their streams nudged: verdict events may have been written)."""
         from switchboard.inbox.items import expire_due, expiry_due
         from switchboard.models import Todo
         from switchboard.notify import sessions
@@ -293,11 +248,18 @@ class Hub:
                 expired_for = expire_due(s, self.clock)
                 sessions.prune(s, self.clock)
         self.broker.publish_wakes(wakes)
-        for agent_id in sorted(set(expired_for)):
+        for agent_id in sorted(set(expired_for) | set(self._resolved_elsewhere())):
             self.broker.publish_inbox(agent_id)
-            if self.role != "serve":  # serve's next pass would find the verdicts 2 s later
-                self.broker.publish_event(agent_id, None)
-        return counts, wakes, expired_for
+        if self.role == "serve":
+            for agent_id, session_id in self._events_elsewhere():
+                self.streams.nudge(agent_id, session_id)
+        counts["rung"] = wakes.todos  # todos rung (coalesced into len(wakes) wakes)
+        counts["wakes"] = len(wakes)
+        counts["inbox_expired"] = len(expired_for)  # "expired" is the leases' (it was overwritten)
+        from switchboard.inbox import alerts
+
+        alerts.send_due(self)
+        return counts
 
     def after_decision(self, agent_id: str) -> None:
         """After a human resolved an item of ``agent_id``: ring its ``inbox_wait`` and tell its
@@ -389,36 +351,6 @@ def install_inbox_effects() -> None:
 
     effects.register("permission", on_decided=permission_verdict)
     effects.register("friend", after_resolved=friend_decided)
-
-
-class PassLog:
-    """Runs the passes of a maintenance loop and logs their failures: an unavailable database
-    once when the outage starts and every 30th pass after (no traceback a pass), any other
-    fault with its traceback. The loop goes on either way.
-
-    Args:
-        what: the pass's name in the log (``"maintenance pass"``).
-        interval: seconds between passes (named in the outage's line).
-    """
-
-    def __init__(self, what: str, interval: float) -> None:
-        self._what = what
-        self._interval = interval
-        self.outage = 0
-        """Passes failed in a row on an unavailable database."""
-
-    def run(self, one_pass: Any) -> None:
-        """Run ``one_pass()`` (no arguments); never raises."""
-        try:
-            one_pass()
-        except DependencyUnavailable as exc:
-            self.outage += 1
-            if self.outage == 1 or self.outage % 30 == 0:
-                log.warning("%s skipped (%s); retrying every %s s", self._what, exc.message, self._interval)
-        except Exception:  # noqa: BLE001 - keep going; a fault is logged with its traceback
-            log.exception("%s failed", self._what)
-        else:
-            self.outage = 0
 
 
 class _NoDispatch(InProcess):

@@ -16,14 +16,6 @@ The contract is the one of :class:`~switchboard.queue.dispatcher.InlineDispatche
   to its attached sessions, inbox rings and stream nudges (:class:`ForwardingBroker`), feed bell
   rings, and the metrics processing observes. They are sent after their transaction commits,
   one message per processed batch (``("batch", [...])``).
-- Every ``reap_interval_seconds`` the child runs the queue's part of the maintenance pass
-  between two batches (expired leases, retries, re-rings, inbox expiry: ``Hub.reap(notices=
-  False)``), and ``serve``'s maintenance thread leaves that part out while the child is ready
-  (``Hub.queue_pass_elsewhere``) and the child has finished one within 3 intervals (it says
-  ``("passed",)`` after each; a child stuck in a batch leaves it to ``serve``). In ``serve`` that pass's write transaction held SQLite's one
-  write lock 17-44 ms during a full-speed burst, mostly its statements waiting for the
-  interpreter lock ``serve``'s event loop holds; here it runs on its own, in turn with the
-  batches. While no child is ready, ``serve`` runs it.
 - Nothing acknowledged is lost: the database is the record. Ids in a pipe when the child dies
   are deliveries still ``received``: a supervisor thread starts another child (after
   :data:`RESTART_SECONDS`, doubling while children die young or cannot be started), and once it
@@ -233,23 +225,9 @@ def child_main(make_hub: Callable[..., Hub], settings: Settings, inbox: Connecti
     hub.settle()  # the intake rules built before the first delivery; the start-up heap frozen
     send(("ready",))
     flush()
-    from switchboard.hub import PassLog
-
-    interval = settings.reap_interval_seconds
-    passes = PassLog("maintenance pass of the processing process", interval)
-    next_pass = time.monotonic() + interval
     try:
         while True:
-            if time.monotonic() >= next_pass:
-                # The queue's part of the maintenance pass, between two batches (serve leaves it
-                # to this process while it is ready: Hub.reap, issue 11).
-                passes.run(lambda: hub.reap(notices=False))
-                send(("passed",))  # serve takes the pass over when these stop (a stuck child)
-                flush()
-                next_pass = time.monotonic() + interval
             try:
-                if not inbox.poll(max(0.0, next_pass - time.monotonic())):
-                    continue
                 first = inbox.recv()
             except (EOFError, OSError):
                 return
@@ -311,7 +289,6 @@ class ProcessDispatcher:
         self._closing = threading.Event()
         self._ready = threading.Event()
         self._first_exited = threading.Event()  # the first child ended before it was ready
-        self._last_pass = 0.0  # time.monotonic() of the child's "ready" or last maintenance pass
         self._context = mp.get_context("spawn")
         self._process: Any = None
         self._to_child: Connection | None = None
@@ -332,15 +309,6 @@ class ProcessDispatcher:
     def healthy(self) -> bool:
         """True while a child is running and ready (``/api/v1/ready`` reports it)."""
         return self._ready.is_set()
-
-    def runs_queue_pass(self, interval: float) -> bool:
-        """Whether the child runs the queue's part of the maintenance pass (``Hub.reap``): it is
-        ready, and it said ``ready`` or finished a pass within the last 3 × ``interval`` seconds.
-        A child stuck in a batch (a lock waited out, a hang) leaves the pass to ``serve``,
-        or leases, re-rings and inbox expiry would wait for it."""
-        with self._lock:
-            last = self._last_pass
-        return self._ready.is_set() and time.monotonic() - last < 3 * interval
 
     def _spawn(self) -> Connection:
         to_child_r, to_child_w = self._context.Pipe(duplex=False)
@@ -454,12 +422,7 @@ class ProcessDispatcher:
             self._broker.publish_inbox(message[1])
         elif kind == "event":
             self._broker.publish_event(message[1], message[2])
-        elif kind == "passed":
-            with self._lock:
-                self._last_pass = time.monotonic()
         elif kind == "ready":
-            with self._lock:
-                self._last_pass = time.monotonic()
             self._ready.set()
             if self.restarts and self._on_restart is not None:
                 threading.Thread(target=self._resend, name="switchboard-processing-resend", daemon=True).start()

@@ -182,7 +182,7 @@ def test_a_database_outage_is_one_warning_in_the_maintenance_loop_and_a_fault_a_
     hub = Hub(world.settings.with_overrides(reap_interval_seconds=0.02), role="cli")
     passes: list[int] = []
 
-    def reap(**_: Any) -> Any:
+    def reap() -> Any:
         passes.append(1)
         if len(passes) == 12:
             raise RuntimeError("a fault in a pass")
