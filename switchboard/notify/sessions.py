@@ -219,7 +219,7 @@ def link(session: Session, wakes: list[Wake]) -> list[Wake]:
     event before it on its session's stream (0 for none), read in the caller's write
     transaction after its last event is written (one indexed read per wake, backwards, at most
     :data:`LINK_WINDOW` ids down; not found there, both stay ``None`` and the wake goes as a
-    nudge), and the event's data as the stream would send it from the ledger. SQLite only: its
+    nudge), and the event's data as the stream sends it (:func:`event_text`). SQLite only: its
     one writer makes every id below that commit settled and final, so no event can later appear
     between the two; on PostgreSQL ids are not given in commit order, and ``wakes`` are returned
     unchanged (their streams read the ledger, :func:`read_after`).
@@ -239,7 +239,7 @@ def link(session: Session, wakes: list[Wake]) -> list[Wake]:
                                         "b_before": wake.event_id, "b_floor": floor})
         # Not found within the window: unknown (the stream reads); 0 only when no id lies below.
         previous = int(found[0]["id"]) if found else (0 if wake.event_id <= LINK_WINDOW else None)
-        text = json.dumps(wake.event_data()) if previous is not None else None
+        text = event_text(wake.event_data()) if previous is not None else None
         out.append(replace(wake, prev_event_id=previous, event_text=text))
     return out
 
@@ -254,6 +254,13 @@ def newest_id(session: Session, agent_id: str) -> int:
         ).scalar()
         or 0
     )
+
+
+def event_text(data: dict[str, Any] | None) -> str:
+    """An agent event's ``data`` as its stream sends it (the SSE ``data`` line): one rendering
+    for an event read from the ledger (``agent_api._read``) and for a wake pushed from where
+    its row was written (:func:`link`), so a pushed wake is byte for byte the row."""
+    return json.dumps(data or {})
 
 
 def read_after(

@@ -76,7 +76,7 @@ class Wake:
     reading the ledger again (:meth:`~switchboard.notify.broker.Subscriber.take`)."""
     event_text: str | None = None
     """With :attr:`prev_event_id`: the event's data as the stream sends it from the ledger
-    (``json.dumps`` of the row's JSON), made where the row was written, so a pushed wake is
+    (:func:`~switchboard.notify.sessions.event_text`), made where the row was written, so a pushed wake is
     byte for byte the row even when the serving process would render the wake differently (a
     rolling upgrade, another Python's Unicode tables)."""
 

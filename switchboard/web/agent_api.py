@@ -155,7 +155,7 @@ def _open_session(hub: Hub, agent_id: str, session_id: str, stream_id: str,
 
 def _read(hub: Hub, agent_id: str, session_id: str, after: int) -> list[tuple[int, str, str]]:
     with hub.db.read() as s:
-        return [(int(e.id or 0), e.kind, json.dumps(e.data or {})) for e in
+        return [(int(e.id or 0), e.kind, sessions.event_text(e.data)) for e in
                 sessions.read_after(s, agent_id, session_id, after)]
 
 
