@@ -176,9 +176,8 @@ def test_a_todo_reassigned_after_the_candidates_were_read_is_rung_to_its_new_ass
     with hub.db.read() as s:
         stale = ring_candidates(s, hub.clock)
     assert [t.id for t in stale] == [todo_id] and stale[0].assigned_agent_id is None
-    with hub.db.write() as s:  # reassigned, as the CLI and the web UI do
-        todo = s.get(Todo, todo_id)
-        todo.assigned_agent_id, todo.rung_at, todo.ring_count = claude2, None, 0
+    with hub.db.write() as s:  # reassigned, as the CLI, the web UI and REST do
+        todos.assign(s, hub.clock, todo_id, claude2)
         # Woken 5 s ago: a session holding only re-rings would get no wake; a first ring goes.
         s.get(AgentSession, "ses_2").last_woken_at = T0 - timedelta(seconds=5)
     with hub.db.write() as s:
