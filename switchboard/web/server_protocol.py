@@ -130,9 +130,16 @@ class HeaderTimeoutProtocol(H11Protocol):
     """h11 protocol that closes connections slow to send request headers, and answers 408 to a
     request whose body does not arrive within ``body_timeout`` of its headers.
 
-    One timer per connection: armed for the headers when the connection opens and after each
-    response, re-armed for the body when a request's headers arrive with a body to come, and
-    cancelled once the body is complete (cheaper than a cancel scope around every body read).
+    One deadline per connection: set for the headers when the connection opens and after each
+    response, moved to the body's when a request's headers arrive with a body to come, and
+    cleared once the body is complete (cheaper than a cancel scope around every body read).
+    The deadline is a number; one timer per connection follows it lazily: a deadline later than
+    the pending timer leaves the timer as it is, and the timer, when it fires early, re-arms
+    itself for the deadline. A kept-alive connection sets a later deadline after every
+    response: a timer made and cancelled each time (a heap push, and cancelled handles piling
+    up in the loop's heap, two a request) was about 3 % of the event loop's samples at full
+    ingest (issue 11, py-spy ``--gil``); now a connection's timer fires about once per header
+    timeout.
     """
 
     header_timeout: float = 10.0
@@ -142,13 +149,15 @@ class HeaderTimeoutProtocol(H11Protocol):
         super().connection_made(transport)
         self.transport = _LingeringTransport(transport, self)  # type: ignore[assignment]
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # when the pending timer fires (loop time)
+        self._deadline: float | None = None  # when the wait expires (loop time); None: no wait
         self._lingering: tuple[float, asyncio.TimerHandle] | None = None  # (deadline, idle timer)
         self.shutting_down = False  # the server is stopping: close, never linger
         self._arm(self.header_timeout, "headers")
 
     def _linger(self) -> None:
         """Send what is buffered and a FIN; discard what the client still sends (module docstring)."""
-        self._disarm()
+        self._cancel_timer()
         self.transport.write_eof()  # what the wrapper holds first
         deadline = self.loop.time() + LINGER_SECONDS
         self._lingering = (deadline, self.loop.call_later(LINGER_IDLE_SECONDS, self._end_linger))
@@ -188,12 +197,23 @@ class HeaderTimeoutProtocol(H11Protocol):
         super().shutdown()
 
     def _arm(self, seconds: float, waiting_for: str) -> None:
+        self._armed_cycle, self._waiting_for = self.cycle, waiting_for
+        deadline = self._deadline = self.loop.time() + seconds
+        if self._timer is None or self._timer_at > deadline:
+            self._schedule(deadline)
+
+    def _schedule(self, at: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._armed_cycle, self._waiting_for = self.cycle, waiting_for
-        self._timer = self.loop.call_later(seconds, self._expired)
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._expired)
 
     def _disarm(self) -> None:
+        """No wait: the pending timer, if any, finds no deadline when it fires."""
+        self._deadline = None
+
+    def _cancel_timer(self) -> None:
+        self._deadline = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -201,7 +221,7 @@ class HeaderTimeoutProtocol(H11Protocol):
     def handle_events(self) -> None:
         super().handle_events()
         cycle = self.cycle
-        if self._timer is None or cycle is None:
+        if self._deadline is None or cycle is None:
             return
         if self._waiting_for == "headers" and cycle is not self._armed_cycle:
             if cycle.more_body:
@@ -213,6 +233,13 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def _expired(self) -> None:
         self._timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if self.loop.time() < deadline:  # the deadline moved on since this timer was set
+            self._schedule(deadline)
+            return
+        self._deadline = None
         if self.transport.is_closing() or self.cycle is not self._armed_cycle:
             return
         cycle = self.cycle
@@ -276,7 +303,7 @@ class HeaderTimeoutProtocol(H11Protocol):
             self._arm(self.header_timeout, "headers")
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._cancel_timer()
         if self._lingering is not None:
             self._lingering[1].cancel()
         super().connection_lost(exc)

@@ -408,6 +408,21 @@ def test_a_connection_busy_past_its_first_deadline_is_kept_then_closed_when_it_s
     assert 1.0 < took < 6, took
 
 
+def test_a_body_slower_than_the_header_deadline_is_read_within_its_own(settings) -> None:  # type: ignore[no-untyped-def]
+    # The connection's one timer is set for the header deadline (1 s here) when it opens; the
+    # body's own (4 s) is later, so the timer fires first and must re-arm for the body's, not
+    # close the connection. A delivery whose body takes 2 s is answered (401: not signed).
+    for live in _served(settings, header_timeout_seconds=1, body_timeout_seconds=4):
+        host, port = live.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
+            sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\n"
+                         "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{".encode())
+            time.sleep(2)
+            sock.sendall(b"}")
+            head, _ = read_response(stream)
+        assert head.startswith(b"HTTP/1.1 401"), head
+
+
 @pytest.mark.parametrize("path", ["/api/v1/feed?since=1180591620717411303424",
                                   "/api/v1/inbox?since=1180591620717411303424",
                                   "/api/v1/inbox/wait?wait_seconds=0&since=1180591620717411303424",
