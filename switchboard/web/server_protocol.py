@@ -236,7 +236,7 @@ class HeaderTimeoutProtocol(H11Protocol):
         deadline = self._deadline
         if deadline is None:
             return
-        if self.loop.time() < deadline:  # the deadline moved on since this timer was set
+        if deadline > self._timer_at:  # the deadline moved on since this timer was set
             self._schedule(deadline)
             return
         self._deadline = None
@@ -298,9 +298,13 @@ class HeaderTimeoutProtocol(H11Protocol):
             pass
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        # Armed before uvicorn's own, which parses a pipelined request already received (and
+        # makes its cycle): armed after it, the header deadline was tied to that request's own
+        # cycle, and the connection was cut at the deadline as if its headers never came (a
+        # review: a long poll sent in one packet behind another request lost its answer).
         if not self.transport.is_closing():
             self._arm(self.header_timeout, "headers")
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()

@@ -423,6 +423,36 @@ def test_a_body_slower_than_the_header_deadline_is_read_within_its_own(settings)
         assert head.startswith(b"HTTP/1.1 401"), head
 
 
+def test_a_body_deadline_earlier_than_the_header_deadline_is_kept(settings) -> None:  # type: ignore[no-untyped-def]
+    # The connection's timer is pending for the header deadline (5 s); the body's (1 s) comes
+    # first, so the timer must move earlier: the 408 comes at about 1 s, not at 5.
+    for live in _served(settings, header_timeout_seconds=5, body_timeout_seconds=1):
+        token = _human_token(live.world)
+        head = (f"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").encode()
+        response, took = _raw(live.url, head, read_timeout=10)
+        assert _status(response) == 408 and b"request_timeout" in response
+        assert took < 3.5, took
+
+
+def test_a_pipelined_request_behind_another_gets_its_own_deadlines(settings) -> None:  # type: ignore[no-untyped-def]
+    # Two requests in one packet: uvicorn parses the second as the first's response completes.
+    # Its headers have arrived; only its body's deadline (6 s) applies, not the header
+    # deadline (1 s) armed after the first response. Its body, 2 s late, is read: 401.
+    for live in _served(settings, header_timeout_seconds=1, body_timeout_seconds=6):
+        host, port = live.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
+            sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+                         + f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\n"
+                           "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{".encode())
+            first, _ = read_response(stream)
+            assert first.startswith(b"HTTP/1.1 200"), first
+            time.sleep(2)
+            sock.sendall(b"}")
+            second, _ = read_response(stream)
+        assert second.startswith(b"HTTP/1.1 401"), second
+
+
 @pytest.mark.parametrize("path", ["/api/v1/feed?since=1180591620717411303424",
                                   "/api/v1/inbox?since=1180591620717411303424",
                                   "/api/v1/inbox/wait?wait_seconds=0&since=1180591620717411303424",
