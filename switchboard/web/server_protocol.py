@@ -148,8 +148,7 @@ class HeaderTimeoutProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.transport = _LingeringTransport(transport, self)  # type: ignore[assignment]
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0  # when the pending timer fires (loop time)
+        self._timer: asyncio.TimerHandle | None = None  # fires at its when(), at or before the deadline
         self._deadline: float | None = None  # when the wait expires (loop time); None: no wait
         self._lingering: tuple[float, asyncio.TimerHandle] | None = None  # (deadline, idle timer)
         self.shutting_down = False  # the server is stopping: close, never linger
@@ -157,7 +156,7 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def _linger(self) -> None:
         """Send what is buffered and a FIN; discard what the client still sends (module docstring)."""
-        self._cancel_timer()
+        self._disarm()
         self.transport.write_eof()  # what the wrapper holds first
         deadline = self.loop.time() + LINGER_SECONDS
         self._lingering = (deadline, self.loop.call_later(LINGER_IDLE_SECONDS, self._end_linger))
@@ -199,24 +198,17 @@ class HeaderTimeoutProtocol(H11Protocol):
     def _arm(self, seconds: float, waiting_for: str) -> None:
         self._armed_cycle, self._waiting_for = self.cycle, waiting_for
         deadline = self._deadline = self.loop.time() + seconds
-        if self._timer is None or self._timer_at > deadline:
+        if self._timer is None or self._timer.when() > deadline:
             self._schedule(deadline)
 
     def _schedule(self, at: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer_at = at
         self._timer = self.loop.call_at(at, self._expired)
 
     def _disarm(self) -> None:
         """No wait: the pending timer, if any, finds no deadline when it fires."""
         self._deadline = None
-
-    def _cancel_timer(self) -> None:
-        self._deadline = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -232,11 +224,11 @@ class HeaderTimeoutProtocol(H11Protocol):
             self._disarm()
 
     def _expired(self) -> None:
-        self._timer = None
+        fired, self._timer = self._timer, None
         deadline = self._deadline
         if deadline is None:
             return
-        if deadline > self._timer_at:  # the deadline moved on since this timer was set
+        if fired is not None and deadline > fired.when():  # the deadline moved on since it was set
             self._schedule(deadline)
             return
         self._deadline = None
@@ -307,7 +299,10 @@ class HeaderTimeoutProtocol(H11Protocol):
         super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timer()
+        self._disarm()
+        if self._timer is not None:
+            self._timer.cancel()  # the loop holds no reference to this protocol after the connection
+            self._timer = None
         if self._lingering is not None:
             self._lingering[1].cancel()
         super().connection_lost(exc)
