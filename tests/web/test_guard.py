@@ -408,18 +408,24 @@ def test_a_connection_busy_past_its_first_deadline_is_kept_then_closed_when_it_s
     assert 1.0 < took < 6, took
 
 
+def _answers_to_a_late_body(live: LiveApp, before: bytes, count: int) -> list[bytes]:
+    """Send ``before`` and, in the same packet, an unsigned delivery whose 2-byte body stops
+    after its first byte; send the last byte 2 s later; return the heads of ``count`` answers."""
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
+        sock.sendall(before + f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{".encode())
+        time.sleep(2)
+        sock.sendall(b"}")
+        return [read_response(stream)[0] for _ in range(count)]
+
+
 def test_a_body_slower_than_the_header_deadline_is_read_within_its_own(settings) -> None:  # type: ignore[no-untyped-def]
     # The connection's one timer is set for the header deadline (1 s here) when it opens; the
     # body's own (4 s) is later, so the timer fires first and must re-arm for the body's, not
     # close the connection. A delivery whose body takes 2 s is answered (401: not signed).
     for live in _served(settings, header_timeout_seconds=1, body_timeout_seconds=4):
-        host, port = live.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
-            sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\n"
-                         "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{".encode())
-            time.sleep(2)
-            sock.sendall(b"}")
-            head, _ = read_response(stream)
+        [head] = _answers_to_a_late_body(live, b"", 1)
         assert head.startswith(b"HTTP/1.1 401"), head
 
 
@@ -440,16 +446,8 @@ def test_a_pipelined_request_behind_another_gets_its_own_deadlines(settings) -> 
     # Its headers have arrived; only its body's deadline (6 s) applies, not the header
     # deadline (1 s) armed after the first response. Its body, 2 s late, is read: 401.
     for live in _served(settings, header_timeout_seconds=1, body_timeout_seconds=6):
-        host, port = live.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=10) as sock, sock.makefile("rb") as stream:
-            sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
-                         + f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\n"
-                           "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{".encode())
-            first, _ = read_response(stream)
-            assert first.startswith(b"HTTP/1.1 200"), first
-            time.sleep(2)
-            sock.sendall(b"}")
-            second, _ = read_response(stream)
+        first, second = _answers_to_a_late_body(live, b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+        assert first.startswith(b"HTTP/1.1 200"), first
         assert second.startswith(b"HTTP/1.1 401"), second
 
 
