@@ -16,6 +16,7 @@ import logging
 import re
 import secrets
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,6 +57,14 @@ def configure(level: str, fmt: str = "text") -> None:
     root.setLevel(level)
 
 
+def request_id_for(headers: Iterable[tuple[bytes, bytes]] = ()) -> str:
+    """The id of a request with these raw (ASGI: lower-case names) headers: its ``X-Request-ID``
+    when that is a sane token (1-64 of ``A-Z a-z 0-9 . _ : -``), else a new ``req_`` and 16
+    hex digits (64 random bits)."""
+    given = next((v.decode("latin-1") for k, v in headers if k == b"x-request-id"), "")
+    return given if _SANE_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
+
+
 class RequestIdMiddleware:
     """ASGI middleware: one request id per HTTP request, in the context and ``X-Request-ID``."""
 
@@ -66,8 +75,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"x-request-id"), "")
-        rid = given if _SANE_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
+        rid = request_id_for(scope.get("headers", []))
         token = request_id.set(rid)
 
         async def send_with_id(message: Message) -> None:

@@ -8,13 +8,14 @@ previous response, and answers 408 (problem details) when a request's body does 
 within ``body_timeout_seconds`` of its headers. Body sizes are bounded by
 :mod:`switchboard.web.guard` (413).
 
-A response sent before the request's body has all arrived (413 over the size limit, 401 before
-the body is read) is followed by a *lingering close*, as nginx does (``lingering_close``): the
-server sends its response and a FIN, then reads and discards what the client still sends, for
-at most :data:`LINGER_SECONDS` and until :data:`LINGER_IDLE_SECONDS` pass without a byte. Closed
-at once instead, the socket answered the client's next bytes with a reset, and a client still
-sending (any that does not use ``Expect: 100-continue``) saw "connection reset", never the 413
-(a new-user run: a 26 MiB delivery).
+A response sent before the request has all arrived (413 over the size limit, 401 before the body
+is read, 400 or 431 for a request the HTTP parser refused) is followed by a *lingering close*,
+as nginx does (``lingering_close``): the server sends its response and a FIN, then reads and
+discards what the client still sends, for at most :data:`LINGER_SECONDS` and until
+:data:`LINGER_IDLE_SECONDS` pass without a byte. Closed at once instead, the socket answered the
+client's next bytes with a reset, and a client still sending (any that does not use
+``Expect: 100-continue``) saw "connection reset", never the 413 (a new-user run: a 26 MiB
+delivery) or the 431.
 
 Behind a reverse proxy, set the proxy's own header and body timeouts too (nginx:
 ``client_header_timeout 10s; client_body_timeout 30s; keepalive_timeout 5s``; Caddy:
@@ -35,6 +36,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from switchboard.config import Settings
+from switchboard.logs import request_id_for
 from switchboard.web.problems import MEDIA_TYPE, problem_body
 
 KEEP_ALIVE_SECONDS = 5
@@ -47,6 +49,11 @@ LINGER_IDLE_SECONDS = 5.0
 CORK_BYTES = 65536
 """Writes held for one pass of the event loop are sent at once past this many bytes (asyncio's
 default high-water mark), so a large body still meets the transport's flow control."""
+
+
+_MAY_STILL_SEND = (h11.SEND_BODY, h11.ERROR)
+"""The client's h11 states in which a close lingers: its body was still arriving, or h11 refused
+its request (the rest of a 70 KB header, of a bad chunked body, is still on the way)."""
 
 
 class _LingeringTransport:
@@ -113,7 +120,8 @@ class _LingeringTransport:
         self._closing = True
         self.flush()
         protocol = self._protocol
-        if (protocol.conn.their_state is h11.SEND_BODY and not protocol.shutting_down
+        # Still sending: a body, or a request h11 refused (a 400 or 431 sent before its end).
+        if (protocol.conn.their_state in _MAY_STILL_SEND and not protocol.shutting_down
                 and not self._transport.is_closing() and self._transport.can_write_eof()):
             protocol._linger()
         else:  # nothing more to come, a server shutting down, or a connection already gone
@@ -276,11 +284,16 @@ class HeaderTimeoutProtocol(H11Protocol):
         self.transport.close()
 
     def _send_problem(self, status: int, code: str, detail: str) -> None:
-        """Answer problem details from the protocol itself (no app cycle), ``Connection: close``.
-        Nothing is sent when a response has started on this connection already."""
+        """Answer problem details from the protocol itself (no app cycle), ``Connection: close``,
+        with ``X-Request-ID`` as every response has (README, "Logs"): the caller's sane one
+        when the request's head was read (a 408, a bad chunk), else a new one. Nothing is sent
+        when a response has started on this connection already."""
         body = json.dumps(problem_body(status, code, detail)).encode()
+        cycle = self.cycle  # a finished one is the previous request's, on a kept-alive connection
+        scope = cycle.scope if cycle is not None and not cycle.response_complete else {}
+        rid = request_id_for(scope.get("headers", ()))
         headers = [(b"content-type", MEDIA_TYPE.encode()), (b"connection", b"close"),
-                   (b"content-length", str(len(body)).encode())]
+                   (b"content-length", str(len(body)).encode()), (b"x-request-id", rid.encode("latin-1"))]
         try:
             self.transport.write(self.conn.send(h11.Response(status_code=status, headers=headers,
                                                              reason=HTTPStatus(status).phrase.encode())) or b"")

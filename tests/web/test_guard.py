@@ -79,6 +79,15 @@ def _status(response: bytes) -> int:
     return int(response.split(b" ", 2)[1]) if response else 0
 
 
+def _request_id(response: bytes) -> str:
+    """The response's ``X-Request-ID`` ("" without one)."""
+    for line in response.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"x-request-id":
+            return value.strip().decode("latin-1")
+    return ""
+
+
 def test_a_huge_body_without_a_token_is_refused_before_it_is_read(live: LiveApp) -> None:
     # Declares 128 MiB and sends none of it: the answer cannot depend on reading the body.
     head = (b"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -232,9 +241,10 @@ def test_deep_json_is_401_without_a_token_and_400_with_one(live: LiveApp, path: 
 def test_a_body_trickled_slowly_gets_408(tight: LiveApp) -> None:
     token = _human_token(tight.world)
     head = (f"POST /api/v1/human/todos HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").encode()
+            f"X-Request-ID: edge-408\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{").encode()
     response, took = _raw(tight.url, head)
     assert _status(response) == 408 and b"request_timeout" in response
+    assert _request_id(response) == "edge-408"  # the caller's, as the app's own answers carry it
     assert took < 4
 
 
@@ -342,6 +352,7 @@ def test_a_request_the_http_parser_refuses_is_answered_with_problem_details(live
     headers = head.lower().split(b"\r\n")
     assert _status(response) == 400, response[:300]
     assert b"content-type: application/problem+json" in headers and b"connection: close" in headers
+    assert _request_id(response).startswith("req_")  # every response has one (README, "Logs")
     problem = json.loads(body)
     assert problem["code"] == "malformed_request" and problem["status"] == 400
     assert "not valid HTTP/1.1" in problem["detail"]
@@ -366,8 +377,29 @@ def test_headers_over_the_parser_limit_are_431_problem_details(live: LiveApp) ->
     request = f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}".encode()
     response, _ = _raw(live.url, request)
     assert _status(response) == 431, response[:300]
+    assert _request_id(response).startswith("req_")
     problem = json.loads(response.partition(b"\r\n\r\n")[2])
     assert problem["code"] == "headers_too_large" and "a" * 20 not in problem["detail"]
+
+
+def test_a_client_still_sending_headers_over_the_limit_reads_the_431(live: LiveApp) -> None:
+    # A new-user run: the 431 was followed by a reset. A client still sending its headers when
+    # the answer came (a large cookie over a slow link) had its next bytes answered with a reset
+    # and lost the 431 with it; now the connection lingers, as after a 413.
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}".encode())
+        time.sleep(0.3)  # the 431 is sent meanwhile
+        for _ in range(20):
+            sock.sendall(b"a" * 65536)  # a reset here raises ConnectionResetError or BrokenPipeError
+            time.sleep(0.01)
+        sock.shutdown(socket.SHUT_WR)
+        response = b""
+        while chunk := sock.recv(65536):  # ends with the server's FIN, not a reset
+            response += chunk
+    assert _status(response) == 431, response[:300]
+    assert _request_id(response).startswith("req_")
+    assert json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "headers_too_large"
 
 
 def test_an_idle_connection_and_partial_headers_are_closed(tight: LiveApp) -> None:
