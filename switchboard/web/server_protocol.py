@@ -158,7 +158,8 @@ class HeaderTimeoutProtocol(H11Protocol):
         self.transport = _LingeringTransport(transport, self)  # type: ignore[assignment]
         self._timer: asyncio.TimerHandle | None = None  # fires at its when(), at or before the deadline
         self._deadline: float | None = None  # when the wait expires (loop time); None: no wait
-        self._lingering: tuple[float, asyncio.TimerHandle] | None = None  # (deadline, idle timer)
+        self._lingering: tuple[float, float] | None = None  # (deadline, last data) of a lingering close
+        self._linger_timer: asyncio.TimerHandle | None = None
         self.shutting_down = False  # the server is stopping: close, never linger
         self._arm(self.header_timeout, "headers")
 
@@ -166,28 +167,42 @@ class HeaderTimeoutProtocol(H11Protocol):
         """Send what is buffered and a FIN; discard what the client still sends (module docstring)."""
         self._disarm()
         self.transport.write_eof()  # what the wrapper holds first
-        deadline = self.loop.time() + LINGER_SECONDS
-        self._lingering = (deadline, self.loop.call_later(LINGER_IDLE_SECONDS, self._end_linger))
+        now = self.loop.time()
+        self._lingering = (now + LINGER_SECONDS, now)
+        self._linger_timer = self.loop.call_at(now + min(LINGER_IDLE_SECONDS, LINGER_SECONDS), self._linger_due)
         self.flow.resume_reading()  # uvicorn may have paused reads on a full request buffer
         self.transport.resume_reading()
 
     def _end_linger(self) -> None:
         self.transport.abort_linger()  # type: ignore[attr-defined]
 
+    def _linger_due(self) -> None:
+        """The lingering close's one timer: end it when the client has been idle for
+        :data:`LINGER_IDLE_SECONDS` or the linger's time is up, else look again then. Data only
+        notes its time (one timer a connection, not one made and cancelled per chunk read, as
+        the header deadline's; issue 11)."""
+        self._linger_timer = None
+        if self._lingering is None:
+            return
+        deadline, last = self._lingering
+        due = min(deadline, last + LINGER_IDLE_SECONDS)
+        if self.loop.time() >= due:
+            self._end_linger()
+        else:
+            self._linger_timer = self.loop.call_at(due, self._linger_due)
+
     def data_received(self, data: bytes) -> None:
         if self._lingering is None:
             super().data_received(data)
             return
-        deadline, idle = self._lingering
-        idle.cancel()
-        left = deadline - self.loop.time()
-        if left <= 0:
-            # Here, not by a timer: a loop that finds data on the socket every pass runs this
-            # before any timer due then, so a 0 s timer re-set each time never fired (a review
-            # held connections for 110 s under a flood).
+        deadline, _ = self._lingering
+        now = self.loop.time()
+        if now >= deadline:
+            # Here, not only by the timer: a loop that finds data on the socket every pass runs
+            # this before any timer due then (a review held connections for 110 s under a flood).
             self._end_linger()
             return
-        self._lingering = (deadline, self.loop.call_later(min(LINGER_IDLE_SECONDS, left), self._end_linger))
+        self._lingering = (deadline, now)
 
     def eof_received(self) -> bool | None:  # type: ignore[override]
         if self._lingering is not None:
@@ -316,8 +331,9 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._timer is not None:
             self._timer.cancel()  # the loop holds no reference to this protocol after the connection
             self._timer = None
-        if self._lingering is not None:
-            self._lingering[1].cancel()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
         super().connection_lost(exc)
 
 
