@@ -65,6 +65,21 @@ def request_id_for(headers: Iterable[tuple[bytes, bytes]] = ()) -> str:
     return given if _SANE_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
 
 
+SCOPE_KEY = "switchboard.request_id"
+"""Where a request's id is kept in its ASGI scope (:func:`request_id_of`)."""
+
+
+def request_id_of(scope: Any) -> str:
+    """The id of the request of this ASGI ``scope``, chosen once (:func:`request_id_for`) and kept
+    in the scope: the app's :class:`RequestIdMiddleware` and the server protocol's own answers
+    (a 408 for a body that did not arrive; :mod:`switchboard.web.server_protocol`) give the
+    same one, the one its log lines carry."""
+    rid = scope.get(SCOPE_KEY)
+    if rid is None:
+        rid = scope[SCOPE_KEY] = request_id_for(scope.get("headers", ()))
+    return str(rid)
+
+
 class RequestIdMiddleware:
     """ASGI middleware: one request id per HTTP request, in the context and ``X-Request-ID``."""
 
@@ -75,7 +90,7 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = request_id_for(scope.get("headers", []))
+        rid = request_id_of(scope)
         token = request_id.set(rid)
 
         async def send_with_id(message: Message) -> None:

@@ -40,3 +40,37 @@ def test_serve_stopped_by_a_signal_exits_as_documented_with_what_it_acked_stored
     assert "Traceback" not in log, log
     stored = cli(env, "delivery", "list")
     assert acked.json()["delivery_id"] in [d["id"] for d in stored["deliveries"]], stored
+
+
+def test_a_long_poll_under_way_is_answered_and_does_not_hold_the_stop(tmp_path: Path) -> None:
+    # A review: `inbox_wait` (REST or tool, up to 60 s) held a SIGTERM for its whole wait, past
+    # the 30 s the systemd unit gives before its SIGKILL. Now the stop answers it, timed out.
+    import threading
+    import time
+
+    env = cli_env(tmp_path / "home")
+    port = free_port()
+    cli_github_world(env, public_url=f"http://127.0.0.1:{port}")
+    cli(env, "agent", "add", "claude1", "--human", "alice")
+    token = cli(env, "token", "vend", "claude1")["token"]
+    serve = start_serve(env, port, tmp_path / "serve.log")
+    answer: dict[str, object] = {}
+
+    def long_poll() -> None:
+        resp = httpx2.get(f"{serve.url}/api/v1/inbox/wait?wait_seconds=60",
+                          headers={"Authorization": f"Bearer {token}"}, timeout=90)
+        answer.update(status=resp.status_code, body=resp.json(), at=time.monotonic())
+
+    poller = threading.Thread(target=long_poll, daemon=True)
+    try:
+        poller.start()
+        time.sleep(1.5)  # parked (the poll's first read takes milliseconds)
+        stopped = time.monotonic()
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=45) == -signal.SIGTERM, serve.log()
+        assert time.monotonic() - stopped < 15, serve.log()  # was 60 s, the poll's whole wait
+        poller.join(timeout=10)
+    finally:
+        stop(serve.proc)
+    assert answer["status"] == 200, answer
+    assert answer["body"]["timed_out"] is True and answer["body"]["resolved"] == [], answer  # type: ignore[index]

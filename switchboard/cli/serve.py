@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
@@ -13,6 +13,9 @@ from switchboard import __version__
 from switchboard.cli.base import clear_errors, fail, load_settings, main
 from switchboard.config import Settings
 from switchboard.errors import ConfigError
+
+if TYPE_CHECKING:
+    from switchboard.hub import Hub
 
 
 def _redacted_url(url: str) -> str:
@@ -78,7 +81,7 @@ def serve(host: str | None, port: int | None) -> None:
     # (issue 13 item 6), in both log formats. Access lines are INFO: above that level uvicorn
     # would still build each one's arguments (client address, path) before dropping it (issue 11).
     _record_while_serving(app, settings)
-    server = _announcing_server(settings, banner)(uvicorn.Config(
+    server = _announcing_server(settings, banner, app.state.hub)(uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), lifespan="on",
         proxy_headers=False, log_config=None, access_log=settings.log_level in ("DEBUG", "INFO"),
         **uvicorn_options(settings)))
@@ -90,15 +93,23 @@ def serve(host: str | None, port: int | None) -> None:
         raise SystemExit(3)  # uvicorn.run's STARTUP_FAILURE
 
 
-def _announcing_server(settings: Settings, banner: Callable[[Settings], str]) -> type:
+def _announcing_server(settings: Settings, banner: Callable[[Settings], str], hub: Hub) -> type:
     """uvicorn's ``Server`` printing ``banner(settings)`` ("switchboard ... on http://...") and the
     sources' webhook URLs once it listens, after the start-up (the child processes' warm-up
     included, seconds on a loaded machine). Printed before ``uvicorn.run``, a new user's first
-    ``curl -s`` right after the banner was refused and printed nothing (a new-user run)."""
+    ``curl -s`` right after the banner was refused and printed nothing (a new-user run).
+
+    Its shutdown first answers the parked ``inbox_wait`` calls (``hub.inbox_waiters.close``):
+    uvicorn waits for every request under way, and a long poll held a SIGTERM for up to 60 s,
+    past the 30 s a process manager gives (a review; the systemd unit's ``TimeoutStopSec``)."""
     import anyio
     import uvicorn
 
     class AnnouncingServer(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            hub.inbox_waiters.close()
+            await super().shutdown(sockets)
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if not self.started or self.should_exit:

@@ -69,7 +69,8 @@ async def wait(hub: Hub, agent_id: str, wait_seconds: float = DEFAULT_SECONDS,
         since: as for :func:`poll`.
 
     Returns:
-        :func:`poll`'s result plus ``timed_out`` (True when nothing resolved in time).
+        :func:`poll`'s result plus ``timed_out`` (True when nothing resolved in time, or when
+        ``serve`` is stopping: :meth:`InboxWaiters.close`; the agent calls again elsewhere).
     """
     deadline = time.monotonic() + wait_seconds
     waiter = hub.inbox_waiters.register(agent_id)
@@ -80,7 +81,7 @@ async def wait(hub: Hub, agent_id: str, wait_seconds: float = DEFAULT_SECONDS,
             result = await anyio.to_thread.run_sync(functools.partial(poll, hub, agent_id, since, vetted=vetted))
             vetted = True
             remaining = deadline - time.monotonic()
-            if result["resolved"] or remaining <= 0:
+            if result["resolved"] or remaining <= 0 or hub.inbox_waiters.closing:
                 result["timed_out"] = not result["resolved"]
                 return result
             with anyio.move_on_after(min(remaining, RECHECK_SECONDS)):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import sys
 from http import HTTPStatus
@@ -36,8 +37,10 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from switchboard.config import Settings
-from switchboard.logs import request_id_for
+from switchboard.logs import request_id, request_id_for, request_id_of
 from switchboard.web.problems import MEDIA_TYPE, problem_body
+
+log = logging.getLogger(__name__)
 
 KEEP_ALIVE_SECONDS = 5
 LINGER_SECONDS = 30.0
@@ -58,9 +61,10 @@ its request (the rest of a 70 KB header, of a bad chunked body, is still on the 
 
 class _LingeringTransport:
     """The connection's transport as uvicorn's protocol and request cycles see it: ``close()``
-    lingers (see the module docstring) while the request body is still arriving; what is
-    written in one pass of the event loop goes to the socket in one ``send`` at the end of the
-    pass; every other attribute is the transport's own.
+    lingers (see the module docstring) while the client may still be sending (its body, or
+    the rest of a request h11 refused); what is written in one pass of the event loop goes to
+    the socket in one ``send`` at the end of the pass; every other attribute is the
+    transport's own.
 
     uvicorn's h11 protocol writes a response's head and its body separately, two ``send``
     system calls per response; together with the writes of the delivery writer's pipe they were
@@ -300,13 +304,18 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def _send_problem(self, status: int, code: str, detail: str) -> None:
         """Answer problem details from the protocol itself (no app cycle), ``Connection: close``,
-        with ``X-Request-ID`` as every response has (README, "Logs"): the caller's sane one
-        when the request's head was read (a 408, a bad chunk), else a new one. Nothing is sent
-        when a response has started on this connection already."""
+        with ``X-Request-ID`` as every response has (README, "Logs"): the request's own id when
+        its head was read (a 408, a bad chunk: the id its log lines carry), else a new one; and
+        an INFO log line with that id. Nothing is sent when a response has started on this
+        connection already."""
         body = json.dumps(problem_body(status, code, detail)).encode()
         cycle = self.cycle  # a finished one is the previous request's, on a kept-alive connection
-        scope = cycle.scope if cycle is not None and not cycle.response_complete else {}
-        rid = request_id_for(scope.get("headers", ()))
+        rid = request_id_of(cycle.scope) if cycle is not None and not cycle.response_complete else request_id_for()
+        token = request_id.set(rid)
+        try:
+            log.info("answered %d %s from the HTTP protocol", status, code)
+        finally:
+            request_id.reset(token)
         headers = [(b"content-type", MEDIA_TYPE.encode()), (b"connection", b"close"),
                    (b"content-length", str(len(body)).encode()), (b"x-request-id", rid.encode("latin-1"))]
         try:

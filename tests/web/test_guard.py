@@ -382,6 +382,36 @@ def test_headers_over_the_parser_limit_are_431_problem_details(live: LiveApp) ->
     assert problem["code"] == "headers_too_large" and "a" * 20 not in problem["detail"]
 
 
+def test_a_request_the_parser_refuses_behind_another_gets_its_own_request_id(live: LiveApp) -> None:
+    # The 400's id is never the previous request's on the same connection (a review: taking the
+    # connection's last cycle, finished, gave the pipelined 400 the health check's id).
+    response, _ = _raw(live.url, b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Request-ID: first-req\r\n\r\n"
+                                 b"GARBAGE\r\n\r\n")
+    first, _, rest = response.partition(b"\r\n\r\n")
+    assert _status(first) == 200 and _request_id(first + b"\r\n\r\n") == "first-req"
+    second = rest[rest.index(b"HTTP/1.1 "):]
+    assert _status(second) == 400 and _request_id(second).startswith("req_"), second[:300]
+
+
+def test_a_client_still_sending_a_bad_chunked_body_reads_the_400(live: LiveApp) -> None:
+    # After h11 refuses a chunk the client may go on sending: the connection lingers (as after a
+    # 413), so its next bytes are discarded instead of answered with a reset that loses the 400.
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                     "\r\nzz\r\n".encode())
+        time.sleep(0.3)  # the 400 is sent meanwhile
+        for _ in range(20):
+            sock.sendall(b"a" * 65536)  # a reset here raises ConnectionResetError or BrokenPipeError
+            time.sleep(0.01)
+        sock.shutdown(socket.SHUT_WR)
+        response = b""
+        while chunk := sock.recv(65536):  # ends with the server's FIN, not a reset
+            response += chunk
+    assert _status(response) == 400, response[:300]
+    assert json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "malformed_request"
+
+
 def test_a_client_still_sending_headers_over_the_limit_reads_the_431(live: LiveApp) -> None:
     # A new-user run: the 431 was followed by a reset. A client still sending its headers when
     # the answer came (a large cookie over a slow link) had its next bytes answered with a reset
