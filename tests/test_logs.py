@@ -90,9 +90,21 @@ def test_the_protocols_own_answers_carry_the_request_id_their_log_lines_carry(tm
                       "Content-Length: 100\r\n\r\n{".encode())
         refused = answer(b"NOT AN HTTP REQUEST\r\n\r\n")
         assert slow.startswith("req_") and refused.startswith("req_") and slow != refused
+        # A bad chunk after the app has answered: nothing more is sent, and nothing logged as sent
+        # (a review: "answered 400" was logged for a 400 h11 refused to send).
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Request-ID: hc-1\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            early = sock.recv(65536)
+            sock.sendall(b"zz\r\n")
+            while chunk := sock.recv(65536):
+                early += chunk
+        assert early.startswith(b"HTTP/1.1 200 ") and early.count(b"HTTP/1.1 ") == 1, early[:300]
         wait_for(lambda: len(lines(slow)) >= 2 and lines(refused), timeout=20)
     finally:
         stop(server.proc)
+    sent = [line for line in server.log().splitlines() if "from the HTTP protocol" in line]
+    assert len(sent) == 2, sent  # the 408 and the refused request's 400, not the unsent one
     assert any(m.startswith("client disconnected mid-body") for m in lines(slow)), lines(slow)  # the app's
     assert "answered 408 request_timeout from the HTTP protocol" in lines(slow)
     assert lines(refused) == ["answered 400 malformed_request from the HTTP protocol"]

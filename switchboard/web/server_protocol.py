@@ -305,17 +305,14 @@ class HeaderTimeoutProtocol(H11Protocol):
     def _send_problem(self, status: int, code: str, detail: str) -> None:
         """Answer problem details from the protocol itself (no app cycle), ``Connection: close``,
         with ``X-Request-ID`` as every response has (README, "Logs"): the request's own id when
-        its head was read (a 408, a bad chunk: the id its log lines carry), else a new one; and
-        an INFO log line with that id. Nothing is sent when a response has started on this
-        connection already."""
+        its head was read (a 408, a bad chunk: the id its log lines carry), else a new one; once
+        sent, an INFO log line with that id. Nothing is sent (or logged) when a response has
+        started on this connection already (the app answered before a bad chunk came)."""
+        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):  # no response begun here
+            return
         body = json.dumps(problem_body(status, code, detail)).encode()
         cycle = self.cycle  # a finished one is the previous request's, on a kept-alive connection
         rid = request_id_of(cycle.scope) if cycle is not None and not cycle.response_complete else request_id_for()
-        token = request_id.set(rid)
-        try:
-            log.info("answered %d %s from the HTTP protocol", status, code)
-        finally:
-            request_id.reset(token)
         headers = [(b"content-type", MEDIA_TYPE.encode()), (b"connection", b"close"),
                    (b"content-length", str(len(body)).encode()), (b"x-request-id", rid.encode("latin-1"))]
         try:
@@ -324,7 +321,12 @@ class HeaderTimeoutProtocol(H11Protocol):
             self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
             self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
         except h11.LocalProtocolError:
-            pass
+            return
+        token = request_id.set(rid)
+        try:
+            log.info("answered %d %s from the HTTP protocol", status, code)
+        finally:
+            request_id.reset(token)
 
     def on_response_complete(self) -> None:
         # Armed before uvicorn's own, which parses a pipelined request already received (and
