@@ -144,7 +144,8 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     One deadline per connection: set for the headers when the connection opens and after each
     response, moved to the body's when a request's headers arrive with a body to come, and
-    cleared once the body is complete (cheaper than a cancel scope around every body read).
+    cleared once the body is complete (cheaper than a cancel scope around every body read);
+    during a lingering close, its end.
     The deadline is a number; one timer per connection follows it lazily: a deadline later than
     the pending timer leaves the timer as it is, and the timer, when it fires early, re-arms
     itself for the deadline. A kept-alive connection sets a later deadline after every
@@ -162,54 +163,37 @@ class HeaderTimeoutProtocol(H11Protocol):
         self.transport = _LingeringTransport(transport, self)  # type: ignore[assignment]
         self._timer: asyncio.TimerHandle | None = None  # fires at its when(), at or before the deadline
         self._deadline: float | None = None  # when the wait expires (loop time); None: no wait
-        self._lingering: tuple[float, float] | None = None  # (deadline, last data) of a lingering close
-        self._linger_timer: asyncio.TimerHandle | None = None
+        self._linger_end: float | None = None  # a lingering close ends by then at the latest (loop time)
         self.shutting_down = False  # the server is stopping: close, never linger
         self._arm(self.header_timeout, "headers")
 
     def _linger(self) -> None:
-        """Send what is buffered and a FIN; discard what the client still sends (module docstring)."""
-        self._disarm()
+        """Send what is buffered and a FIN; discard what the client still sends (module docstring).
+        Its end is the connection's deadline, on the connection's one timer:
+        :data:`LINGER_IDLE_SECONDS` after the last chunk read, :data:`LINGER_SECONDS` at most."""
         self.transport.write_eof()  # what the wrapper holds first
-        now = self.loop.time()
-        self._lingering = (now + LINGER_SECONDS, now)
-        self._linger_timer = self.loop.call_at(now + min(LINGER_IDLE_SECONDS, LINGER_SECONDS), self._linger_due)
+        self._linger_end = self.loop.time() + LINGER_SECONDS
+        self._arm(min(LINGER_IDLE_SECONDS, LINGER_SECONDS), "linger")
         self.flow.resume_reading()  # uvicorn may have paused reads on a full request buffer
         self.transport.resume_reading()
 
     def _end_linger(self) -> None:
         self.transport.abort_linger()  # type: ignore[attr-defined]
 
-    def _linger_due(self) -> None:
-        """The lingering close's one timer: end it when the client has been idle for
-        :data:`LINGER_IDLE_SECONDS` or the linger's time is up, else look again then. Data only
-        notes its time (one timer a connection, not one made and cancelled per chunk read, as
-        the header deadline's; issue 11)."""
-        self._linger_timer = None
-        if self._lingering is None:
-            return
-        deadline, last = self._lingering
-        due = min(deadline, last + LINGER_IDLE_SECONDS)
-        if self.loop.time() >= due:
-            self._end_linger()
-        else:
-            self._linger_timer = self.loop.call_at(due, self._linger_due)
-
     def data_received(self, data: bytes) -> None:
-        if self._lingering is None:
+        if self._linger_end is None:
             super().data_received(data)
             return
-        deadline, _ = self._lingering
-        now = self.loop.time()
-        if now >= deadline:
+        left = self._linger_end - self.loop.time()
+        if left <= 0:
             # Here, not only by the timer: a loop that finds data on the socket every pass runs
             # this before any timer due then (a review held connections for 110 s under a flood).
             self._end_linger()
             return
-        self._lingering = (deadline, now)
+        self._arm(min(LINGER_IDLE_SECONDS, left), "linger")  # a later deadline: the timer is left as it is
 
     def eof_received(self) -> bool | None:  # type: ignore[override]
-        if self._lingering is not None:
+        if self._linger_end is not None:
             self._end_linger()  # the client has sent everything: the answer is with it
         return super().eof_received()
 
@@ -217,7 +201,7 @@ class HeaderTimeoutProtocol(H11Protocol):
         # A server shutting down waits for no client: a linger under way ends, and none starts
         # later (uvicorn calls this once per connection; a review saw serve's exit wait 30 s).
         self.shutting_down = True
-        if self._lingering is not None:
+        if self._linger_end is not None:
             self._end_linger()
             return
         super().shutdown()
@@ -259,6 +243,9 @@ class HeaderTimeoutProtocol(H11Protocol):
             self._schedule(deadline)
             return
         self._deadline = None
+        if self._waiting_for == "linger":
+            self._end_linger()  # idle for LINGER_IDLE_SECONDS, or LINGER_SECONDS in all
+            return
         if self.transport.is_closing() or self.cycle is not self._armed_cycle:
             return
         cycle = self.cycle
@@ -342,9 +329,6 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._timer is not None:
             self._timer.cancel()  # the loop holds no reference to this protocol after the connection
             self._timer = None
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
-            self._linger_timer = None
         super().connection_lost(exc)
 
 

@@ -171,6 +171,9 @@ def test_a_lingering_close_ends_when_the_client_stalls_or_keeps_sending(
     with ThreadPoolExecutor(16) as pool:
         floods = list(pool.map(lambda _: closed_after(0, size=256 * 1024), range(16)))
     assert all(took < 10 for took in floods), floods  # not held long past the 1.5 s cap
+    # Silence alone ends it, by the timer (not at the cap, not at the client's next byte).
+    monkeypatch.setattr(server_protocol, "LINGER_SECONDS", 30.0)
+    assert closed_after(None) < 4  # silent 1 s (idle 0.3 s): the first byte after it is reset
 
 
 def test_serve_stops_at_once_while_a_refused_client_is_still_sending(tmp_path: Path) -> None:
