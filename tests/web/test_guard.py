@@ -396,21 +396,30 @@ def test_a_request_the_parser_refuses_behind_another_gets_its_own_request_id(liv
     assert _status(second) == 400 and _request_id(second).startswith("req_"), second[:300]
 
 
-def test_a_client_still_sending_a_bad_chunked_body_reads_the_400(live: LiveApp) -> None:
-    # After h11 refuses a chunk the client may go on sending: the connection lingers (as after a
-    # 413), so its next bytes are discarded instead of answered with a reset that loses the 400.
+def _answer_to_a_client_still_sending(live: LiveApp, refused: bytes) -> bytes:
+    """Send ``refused`` (a request the server answers before its end), then 1.3 MB more, then
+    read the answer to the server's FIN. A reset (no lingering close) fails the send with
+    ``ConnectionResetError`` or ``BrokenPipeError``, or the read with ``ConnectionResetError``."""
     host, port = live.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                     "\r\nzz\r\n".encode())
-        time.sleep(0.3)  # the 400 is sent meanwhile
+        sock.sendall(refused)
+        time.sleep(0.3)  # the answer is sent meanwhile
         for _ in range(20):
-            sock.sendall(b"a" * 65536)  # a reset here raises ConnectionResetError or BrokenPipeError
+            sock.sendall(b"a" * 65536)
             time.sleep(0.01)
         sock.shutdown(socket.SHUT_WR)
         response = b""
-        while chunk := sock.recv(65536):  # ends with the server's FIN, not a reset
+        while chunk := sock.recv(65536):
             response += chunk
+    return response
+
+
+def test_a_client_still_sending_a_bad_chunked_body_reads_the_400(live: LiveApp) -> None:
+    # After h11 refuses a chunk the client may go on sending: the connection lingers (as after a
+    # 413), so its next bytes are discarded instead of answered with a reset that loses the 400.
+    response = _answer_to_a_client_still_sending(
+        live, f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+              "\r\nzz\r\n".encode())
     assert _status(response) == 400, response[:300]
     assert json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "malformed_request"
 
@@ -419,17 +428,8 @@ def test_a_client_still_sending_headers_over_the_limit_reads_the_431(live: LiveA
     # A new-user run: the 431 was followed by a reset. A client still sending its headers when
     # the answer came (a large cookie over a slow link) had its next bytes answered with a reset
     # and lost the 431 with it; now the connection lingers, as after a 413.
-    host, port = live.url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}".encode())
-        time.sleep(0.3)  # the 431 is sent meanwhile
-        for _ in range(20):
-            sock.sendall(b"a" * 65536)  # a reset here raises ConnectionResetError or BrokenPipeError
-            time.sleep(0.01)
-        sock.shutdown(socket.SHUT_WR)
-        response = b""
-        while chunk := sock.recv(65536):  # ends with the server's FIN, not a reset
-            response += chunk
+    response = _answer_to_a_client_still_sending(
+        live, f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}".encode())
     assert _status(response) == 431, response[:300]
     assert _request_id(response).startswith("req_")
     assert json.loads(response.partition(b"\r\n\r\n")[2])["code"] == "headers_too_large"
