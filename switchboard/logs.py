@@ -61,8 +61,15 @@ def request_id_for(headers: Iterable[tuple[bytes, bytes]] = ()) -> str:
     """The id of a request with these raw (ASGI: lower-case names) headers: its ``X-Request-ID``
     when that is a sane token (1-64 of ``A-Z a-z 0-9 . _ : -``), else a new ``req_`` and 16
     hex digits (64 random bits)."""
-    given = next((v.decode("latin-1") for k, v in headers if k == b"x-request-id"), "")
-    return given if _SANE_ID.fullmatch(given) else "req_" + secrets.token_hex(8)
+    # A plain loop, and the regex only for a header that is there: the generator and the match
+    # of an empty string were half of the request id middleware's 5 µs a request (issue 11).
+    for name, value in headers:
+        if name == b"x-request-id":
+            given = value.decode("latin-1")
+            if _SANE_ID.fullmatch(given):
+                return given
+            break
+    return "req_" + secrets.token_hex(8)
 
 
 SCOPE_KEY = "switchboard.request_id"

@@ -108,3 +108,15 @@ def test_the_protocols_own_answers_carry_the_request_id_their_log_lines_carry(tm
     assert any(m.startswith("client disconnected mid-body") for m in lines(slow)), lines(slow)  # the app's
     assert "answered 408 request_timeout from the HTTP protocol" in lines(slow)
     assert lines(refused) == ["answered 400 malformed_request from the HTTP protocol"]
+
+
+def test_a_request_is_known_by_its_first_x_request_id_when_that_is_sane() -> None:
+    from switchboard.logs import request_id_for
+
+    assert request_id_for([(b"host", b"x"), (b"x-request-id", b"lb-1.a:b_c")]) == "lb-1.a:b_c"
+    assert request_id_for([(b"x-request-id", b"first"), (b"x-request-id", b"second")]) == "first"
+    # Only the first is judged: an insane or empty first one gets a new id, whatever follows.
+    for first in (b"bad id", b"", b"x" * 65):
+        made = request_id_for([(b"x-request-id", first), (b"x-request-id", b"second")])
+        assert made.startswith("req_") and len(made) == 20 and int(made[4:], 16) >= 0
+    assert request_id_for([]) != request_id_for([])  # 64 random bits each
