@@ -117,11 +117,6 @@ def delivery_outcome(provider: str, outcome: str) -> None:
     child.inc()
 
 
-def delivery_accepted(source: Any, duplicate: bool = False) -> None:
-    """Count an accepted (stored) or duplicate delivery for ``source`` (a ``Source`` row)."""
-    delivery_outcome(source.provider, "duplicate" if duplicate else "accepted")
-
-
 def delivery_refused(hub: Hub, source_id: str, status: int, reason: str) -> None:
     """Count a refused delivery (401, 413, 400) and remember it for ``source show``.
 

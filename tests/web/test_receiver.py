@@ -39,6 +39,11 @@ def test_signed_delivery_is_accepted_and_becomes_a_todo(live: LiveApp) -> None:
     assert resp.status_code == 202
     body = resp.json()
     assert body["status"] == "received" and body["delivery_id"].startswith("dlv_")
+    # The 202 is sent as plain ASGI messages (receiver._Accepted), as Starlette's Response sent it.
+    assert resp.content == json.dumps({"delivery_id": body["delivery_id"], "status": "received"},
+                                      separators=(",", ":")).encode()
+    assert resp.headers["content-type"] == "application/json"
+    assert resp.headers["content-length"] == str(len(resp.content)) and resp.headers["x-request-id"]
     d = _processed(live, body["delivery_id"])
     assert d.status == "processed" and d.todo_id
     with live.hub.db.read() as s:
