@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
 from switchboard.text import whole_number
-from switchboard.web.ingest import GUARDED_SOURCE, NO_SUCH_SOURCE, known_source
+from switchboard.web.ingest import NO_SUCH_SOURCE, known_source
 from switchboard.web.problems import from_error
 
 if TYPE_CHECKING:
@@ -150,11 +150,9 @@ class RequestGuard:
         # Only a URL naming an enabled source takes a place: slow bodies sent to made-up ids held
         # every place of the total and refused the real sources' deliveries 429 (a review, 128
         # connections). The answer is the receiver's 404, before the body is read.
-        entry = await known_source(self.hub, source)
-        if entry is None:
+        if await known_source(self.hub, source) is None:
             await _refuse(NotFound(NO_SUCH_SOURCE), scope, receive, send)
             return
-        scope[GUARDED_SOURCE] = entry  # the receiver's, for this request (ingest.GUARDED_SOURCE)
         cap = self.settings.source_body_concurrency
         if self._reading[source] >= cap or self._total >= 8 * cap:
             whose = "this source" if self._reading[source] >= cap else "all sources"

@@ -189,12 +189,6 @@ class SourceCache:
         return True
 
 
-GUARDED_SOURCE = "switchboard.source"
-"""Where :class:`~switchboard.web.guard.RequestGuard` leaves, in a delivery's ASGI scope, the
-:class:`CachedSource` it looked up before reading the body; the receiver takes it from there
-rather than looking it up again (about 2 µs of the event loop's time per delivery, issue 11)."""
-
-
 async def known_source(hub: Hub, source_id: str, fresh: bool = False) -> CachedSource | None:
     """The enabled source a hook URL names, from the cache or read in a worker thread on a
     miss (never on the loop); ``None`` for an id of the wrong shape, an unknown or a disabled

@@ -43,7 +43,6 @@ from switchboard.errors import (
 from switchboard.models.base import new_id
 from switchboard.sources import Envelope
 from switchboard.web.ingest import (
-    GUARDED_SOURCE,
     MALFORMED,
     NO_SUCH_SOURCE,
     REFUSED,
@@ -209,12 +208,10 @@ def _verify(hub: Hub, entry: CachedSource, body: bytes, headers: dict[str, str])
 
 
 async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> Response | _Accepted:
-    # The guard's look-up of this request's source (before the body), or our own when the
-    # receiver runs without the guard. One changed since is caught as before: a failed
-    # verification reads the source again, and the writer answers STALE for a moved stamp.
-    entry = scope.get(GUARDED_SOURCE)
-    if entry is None or entry.source_id != source_id:
-        entry = await _source(hub, source_id)
+    # Looked up again now that the body is in, not taken from the guard's look-up before it: a
+    # secret that expired while the body arrived must not verify it (a review: a 202 where
+    # d2f116f answered 401), and a source disabled meanwhile is a 404 first.
+    entry = await _source(hub, source_id)
     # As Starlette's Headers read them: latin-1, names lower-cased.
     pairs = [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope["headers"]]
     body = await _read_body(receive, hub.settings.max_body_bytes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 
@@ -74,6 +75,33 @@ def test_a_cached_secret_is_refused_once_it_expires(live: LiveApp) -> None:
     assert _post(live, live.world.secret) == 202  # still valid, and now cached
     wait_for(lambda: _post(live, live.world.secret) == 401, timeout=10, interval=0.1)
     assert _post(live, new) == 202
+
+
+def test_a_secret_that_expires_while_the_body_arrives_does_not_verify_it(live: LiveApp) -> None:
+    # A review of a change that reused the guard's look-up (made before the body) in the receiver:
+    # a delivery signed with a secret that expired mid-upload was answered 202. Expiry moves no
+    # stamp, so neither the writer's STALE nor a failed verification would have caught it.
+    hub = Hub(live.world.settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            admin.rotate_secret(s, live.world.source_id, hub.clock.now(), timedelta(seconds=2))
+    finally:
+        hub.close()
+    assert _post(live, live.world.secret) == 202  # still valid, and cached with both secrets
+    body = _body()
+    head = f"POST /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in github_headers(body, live.world.secret).items()) + "\r\n"
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head.encode() + body[:10])
+        time.sleep(3)  # the old secret expires while the rest of the body is on its way
+        sock.sendall(body[10:])
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, "closed without an answer"
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
 
 
 def test_an_entry_read_under_an_older_stamp_is_never_kept(live: LiveApp) -> None:
