@@ -67,9 +67,6 @@ class CachedSource:
         stamp: the ``sources`` change stamp the entry was read under.
         adapter: the provider's adapter (:func:`~switchboard.sources.adapter_for`).
         options: the source's verification options (``SourceOptions.of(source)``).
-        source_id, project_id, provider: the row's own values as plain strings, read once: each
-            read of a detached ORM row's attribute costs about 0.6 µs, and the receiver read four
-            per delivery on the event loop (issue 11).
     """
 
     source: Source
@@ -78,18 +75,12 @@ class CachedSource:
     stamp: int
     adapter: SourceAdapter = field(init=False)
     options: SourceOptions = field(init=False)
-    source_id: str = field(init=False)
-    project_id: str = field(init=False)
-    provider: str = field(init=False)
 
     def __post_init__(self) -> None:
         # Made once per load, not per delivery (the ORM's attribute reads and the look-ups were
         # about 3 % of the receiver's time on the event loop, issue 11).
         object.__setattr__(self, "adapter", adapter_for(self.source.provider))
         object.__setattr__(self, "options", SourceOptions.of(self.source))
-        object.__setattr__(self, "source_id", self.source.id)
-        object.__setattr__(self, "project_id", self.source.project_id)
-        object.__setattr__(self, "provider", self.source.provider)
 
     def usable(self, now: datetime) -> bool:
         """True while no secret of the entry has expired."""

@@ -154,7 +154,7 @@ def answered_handshake(hub: Hub, envelope: Envelope) -> Response:
 def duplicate(hub: Hub, entry: CachedSource, first_id: str) -> Response:
     """A delivery whose dedup key or body digest was seen: 200 with the first delivery's id."""
     hub.counters["deliveries_duplicate"] += 1
-    metrics.delivery_outcome(entry.provider, "duplicate")
+    metrics.delivery_outcome(entry.source.provider, "duplicate")
     return JSONResponse({"delivery_id": first_id, "duplicate": True}, status_code=200)
 
 
@@ -178,7 +178,7 @@ class _Accepted:
 def accepted(hub: Hub, entry: CachedSource, envelope: Envelope | None, delivery_id: str) -> Response | _Accepted:
     """A stored (committed) delivery: 202, or 200 with the body the provider needs."""
     hub.counters["deliveries_received"] += 1
-    metrics.delivery_outcome(entry.provider, "accepted")
+    metrics.delivery_outcome(entry.source.provider, "accepted")
     reply = entry.adapter.accept_reply(envelope, delivery_id) if envelope is not None else None
     if reply is not None:
         # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
@@ -243,7 +243,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
     # Most adapters' answer never depends on the payload: the delivery writer admits the body
     # and takes its digest, off the event loop (ingest.admit_row; issue 11). The others (a
     # handshake, a reply body) are admitted here.
-    admit = entry.provider if entry.adapter.admits_in_writer else None
+    admit = entry.source.provider if entry.adapter.admits_in_writer else None
     if admit is None:
         body_digest = entry.adapter.body_digest(headers, body)
         try:
@@ -257,7 +257,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         return answered_handshake(hub, envelope)
 
     row = {
-        "id": new_id("dlv"), "source_id": entry.source_id, "project_id": entry.project_id,
+        "id": new_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
         "dedup_key": dedup_key, "body_digest": body_digest, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
         "content_type": headers.get("content-type", "")[:200] or None, "headers": stored_headers,
         "raw_body": body, "body_bytes": len(body), "human_id": None, "quarantine_reason": None,
@@ -274,14 +274,14 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         # The source or its secrets changed after we verified: verify again against fresh rows.
         entry = await _source(hub, source_id, fresh=True)
         _verify(hub, entry, body, headers)
-        row["project_id"] = entry.project_id
+        row["project_id"] = entry.source.project_id
     else:
         raise DependencyUnavailable("the source keeps changing; retry the delivery")
     assert delivery_id is not None  # or, for these two outcomes, the adapter's message
     if outcome == REFUSED:
         raise MalformedRequest(delivery_id)
     if outcome == MALFORMED:
-        metrics.delivery_outcome(entry.provider, "malformed")
+        metrics.delivery_outcome(entry.source.provider, "malformed")
         return from_error(MalformedPayload(delivery_id))
     if outcome == "duplicate":
         return duplicate(hub, entry, delivery_id)
