@@ -181,14 +181,18 @@ def claim_latency(settings_by_size: dict[int, Settings], samples: int = 300, rou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--claimers", type=int, default=8)
-    parser.add_argument("--todos", type=int, default=4000)
-    parser.add_argument("--sizes", default="1000,100000,1000000")
-    parser.add_argument("--postgres-url", default=None)
-    parser.add_argument("--no-postgres", action="store_true")
-    parser.add_argument("--no-sqlite", action="store_true")
-    parser.add_argument("--skip-throughput", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--claimers", type=int, default=8, help="claimer processes draining the queue together")
+    parser.add_argument("--todos", type=int, default=4000, help="pending todos to drain in each throughput run")
+    parser.add_argument("--sizes", default="1000,100000,1000000",
+                        help="todos in the table for the claim latency part, comma-separated")
+    parser.add_argument("--postgres-url", default=None,
+                        help="a PostgreSQL database to use (else SWITCHBOARD_TEST_DATABASE_URL, else a throwaway "
+                             "server from the machine's binaries)")
+    parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
+    parser.add_argument("--no-sqlite", action="store_true", help="measure PostgreSQL only")
+    parser.add_argument("--skip-throughput", action="store_true", help="measure only the claim latency by table size")
     parser.add_argument("--runs", type=int, default=3, help="throughput runs per database (median shown)")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
