@@ -21,6 +21,7 @@ SMALL = {
     "processing.py": ["--deliveries", "40", "--batch", "8"],
     "receiver.py": ["--requests", "50", "--passes", "1"],
     "queue.py": ["--claimers", "2", "--todos", "40", "--sizes", "1000", "--no-postgres", "--runs", "1"],
+    "drain.py": ["--deliveries", "40", "--workers", "1,2", "--runs", "1", "--no-postgres"],
 }
 
 
