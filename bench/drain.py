@@ -5,11 +5,13 @@ Each run starts a fresh instance (SQLite, or a fresh PostgreSQL database), a ``r
 ``switchboard serve`` with ``SWITCHBOARD_REDIS_URL`` set, and the run's workers, every one
 suspended with rq's own suspension (``rq suspend``: up, connected and warmed, taking no job).
 ``serve`` then acks ``--deliveries`` distinct signed 5 KB GitHub ``issues`` deliveries (16
-keep-alive connections) and hands them to rq; once the queue stops growing, the workers are
-resumed and the deliveries processed end to end (a todo, a feed event and a wake each) are
-counted every 20 ms. The rate is read between 10 % and 90 % of the backlog: the workers' steady
-state, without their start-up, rq's one-second suspension poll or the tail. The worker
-counts take turns within each round, so a change in the machine's speed reaches them alike.
+keep-alive connections) and hands them to rq; once every delivery is in the queue's jobs, the
+workers are resumed and the deliveries processed end to end (a todo, a feed event and a wake
+each) are counted every 20 ms. The rate is read between 10 % and 90 % of the backlog, both
+marks taken once every worker has taken a job: the workers' steady state, without their
+start-up, rq's one-second suspension poll (each worker's own) or the tail. A run fails unless
+every delivery ends processed into a todo with every worker still running. The worker counts
+take turns within each round, so a change in the machine's speed reaches them alike.
 
 On a 2-core machine ``serve`` is idle while the backlog drains, so a second worker has the
 second core: the ratio says whether processing scales with workers when cores are free
@@ -72,21 +74,25 @@ def _configure(settings: object) -> str:
         hub.close()
 
 
-def _left(settings: object) -> Callable[[], int]:
-    """A function counting the deliveries still ``received`` (not processed yet)."""
+def _counts(settings: object) -> tuple[Callable[[], int], Callable[[], int], object]:
+    """Functions counting the deliveries still ``received`` and those ``processed`` into a todo,
+    and the engine they read with (to dispose of)."""
     import sqlalchemy as sa
 
     from switchboard.db import make_engine
 
     engine = make_engine(settings)  # type: ignore[arg-type]
-    query = sa.text("SELECT count(*) FROM deliveries WHERE status = 'received'")
 
-    def left() -> int:
-        with engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+    def count(sql: str) -> Callable[[], int]:
+        query = sa.text(sql)
 
-    left.engine = engine  # type: ignore[attr-defined]
-    return left
+        def run() -> int:
+            with engine.connect() as conn:
+                return int(conn.execute(query).scalar_one())
+        return run
+
+    return (count("SELECT count(*) FROM deliveries WHERE status = 'received'"),
+            count("SELECT count(*) FROM deliveries WHERE status = 'processed' AND todo_id IS NOT NULL"), engine)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -101,12 +107,35 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
+def _tail(path: Path) -> str:
+    try:
+        return path.read_bytes()[-2000:].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _all_at_work(workers: list[object]) -> bool:
+    """Whether every rq worker has taken a job since it was resumed (busy now, or done one)."""
+    for worker in workers:
+        worker.refresh()  # type: ignore[attr-defined]
+        if worker.get_state() != "busy" and not worker.successful_job_count:  # type: ignore[attr-defined]
+            return False
+    return True
+
+
 def drain(settings: object, env: dict[str, str], workers: int, deliveries: int) -> dict[str, float]:
     """One run: ``deliveries`` acked by ``serve`` with ``workers`` suspended workers, then drained.
 
     Returns:
-        ``{"rate": deliveries processed per second between 10 and 90 %, "cpu": the workers' CPU
-        microseconds per delivery over the whole drain, "acked": acked per second}``.
+        ``{"rate": deliveries processed per second between the first poll at or past 10 % and
+        the first at or past 90 % of the backlog, both after every worker took a job (the whole
+        drain's rate when they fall on one poll), "cpu": the workers' CPU microseconds per
+        delivery over the whole drain, "acked": acked per second}``.
+
+    Raises:
+        SystemExit: a process did not start, a delivery was not acked or not processed into a
+            todo, a worker died, or a wait passed its deadline (60 s plus a second per 20
+            deliveries for the drain); every process started is stopped first.
     """
     import redis
     from rq import Queue, Worker
@@ -122,57 +151,102 @@ def drain(settings: object, env: dict[str, str], workers: int, deliveries: int) 
     exe = str(Path(sys.executable).with_name("switchboard"))
     procs: list[subprocess.Popen[bytes]] = []
     conn = None
-    left = _left(settings)
+    left, processed, engine = _counts(settings)
+    logs = [tmp / f"worker{i}.log" for i in range(workers)]
     try:
         procs.append(ingest._start([shutil.which("redis-server") or "redis-server", "--port", str(ports["redis"]),
                                     "--save", "", "--appendonly", "no", "--dir", str(tmp)], env, ports["redis"]))
         conn = redis.Redis.from_url(redis_url)
         suspend(conn)
         procs.append(ingest._start([exe, "serve", "--port", str(ports["serve"])], env, ports["serve"]))
-        pool = [subprocess.Popen([exe, "worker"], env=ingest.checkout_env(env), cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
+        pool = []
+        for log in logs:
+            with log.open("wb") as err:
+                pool.append(subprocess.Popen([exe, "worker"], env=ingest.checkout_env(env), cwd=ROOT,
+                                             stdout=subprocess.DEVNULL, stderr=err))
         procs.extend(pool)
+
+        def check_workers() -> None:
+            for proc, log in zip(pool, logs, strict=True):
+                if proc.poll() is not None:
+                    raise SystemExit(f"a worker exited with code {proc.returncode}:\n{_tail(log)}")
+
         deadline = time.monotonic() + 180
         while len(Worker.all(connection=conn)) < workers:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in pool):
+            check_workers()
+            if time.monotonic() > deadline:
                 raise SystemExit(f"{workers} workers did not all start within 180 s")
             time.sleep(0.2)
         elapsed, _, statuses = asyncio.run(ingest.load(
             ports["serve"], ingest.github_requests(f"/hooks/{source_id}", deliveries), 16))
         if statuses != {202: deliveries}:
             raise SystemExit(f"unexpected answers {statuses}")
-        queue, last, stable = Queue(RQ_QUEUE, connection=conn), -1, time.monotonic()
-        while time.monotonic() - stable < 1.0:  # the hand-off lingers to gather ids into jobs
-            count = queue.count
-            if count != last:
-                last, stable = count, time.monotonic()
+        queue, deadline = Queue(RQ_QUEUE, connection=conn), time.monotonic() + 60
+        while sum(len(job.args[0]) for job in queue.get_jobs()) < deliveries:  # the hand-off lingers
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the {deliveries} deliveries were not all queued for rq within 60 s")
             time.sleep(0.05)
         if left() != deliveries:
             raise SystemExit(f"{left()} of {deliveries} deliveries waiting before the drain")
         cpu_before = sum(ingest._cpu_seconds(p.pid) for p in pool)
+        registered = Worker.all(connection=conn)
         resume(conn)
         began = time.perf_counter()
-        marks: dict[float, float] = {}
-        deadline = time.monotonic() + 600
+        marks: dict[float, tuple[float, int]] = {}  # share -> (seconds since resume, deliveries done)
+        at_work = False
+        deadline = time.monotonic() + 60 + deliveries / 20
         while True:
             done = deliveries - left()
             now = time.perf_counter() - began
+            at_work = at_work or _all_at_work(registered)
             for share in (0.1, 0.9):
-                if share not in marks and done >= share * deliveries:
-                    marks[share] = now
+                if at_work and share not in marks and done >= share * deliveries:
+                    marks[share] = (now, done)
             if done >= deliveries:
                 break
+            check_workers()
             if time.monotonic() > deadline:
-                raise SystemExit(f"{deliveries - done} deliveries not processed within 600 s")
+                raise SystemExit(f"{deliveries - done} deliveries not processed by the deadline")
             time.sleep(0.02)
         cpu = sum(ingest._cpu_seconds(p.pid) for p in pool) - cpu_before
-        return {"rate": 0.8 * deliveries / max(marks[0.9] - marks[0.1], 1e-6),
-                "cpu": cpu * 1e6 / deliveries, "acked": deliveries / elapsed}
+        check_workers()
+        if processed() != deliveries:
+            raise SystemExit(f"{processed()} of {deliveries} deliveries processed into a todo")
+        (t10, d10), (t90, d90) = marks.get(0.1, (0.0, 0)), marks.get(0.9, (now, deliveries))
+        rate = (d90 - d10) / (t90 - t10) if t90 > t10 and d90 > d10 else deliveries / now
+        return {"rate": rate, "cpu": cpu * 1e6 / deliveries, "acked": deliveries / elapsed}
     finally:
         _stop(list(reversed(procs)))
         if conn is not None:
             conn.close()
-        left.engine.dispose()  # type: ignore[attr-defined]
+        engine.dispose()  # type: ignore[attr-defined]
+
+
+def _fresh_database(server_url: str) -> str:
+    """A new empty database on the PostgreSQL server of ``server_url`` (a SQLAlchemy URL of any
+    database there; the role needs ``CREATEDB``): its URL."""
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(server_url)
+    name = f"switchboard_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False),
+                         autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def _drop_database(database_url: str) -> None:
+    """Drop the database :func:`_fresh_database` made (connected to ``postgres`` on its server)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    with psycopg.connect(url.set(drivername="postgresql", database="postgres").render_as_string(
+            hide_password=False), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
 
 
 def main() -> None:
@@ -182,7 +256,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="worker counts to compare, comma-separated")
     parser.add_argument("--runs", type=int, default=3, help="rounds (each worker count once a round)")
     parser.add_argument("--postgres-url", default=None,
-                        help="a PostgreSQL server (any database on it; a fresh one is made per run)")
+                        help="a PostgreSQL server (any database on it: a fresh one is made, and dropped, per run)")
     parser.add_argument("--no-postgres", action="store_true", help="measure SQLite only")
     parser.add_argument("--no-sqlite", action="store_true", help="measure PostgreSQL only")
     args = parser.parse_args()
@@ -192,33 +266,39 @@ def main() -> None:
     from switchboard.config import Settings
 
     with ExitStack() as stack:
-        backends: list[tuple[str, Callable[[], str] | None]] = [] if args.no_sqlite else [("sqlite", None)]
+        backends: list[tuple[str, str | None]] = [] if args.no_sqlite else [("sqlite", None)]
         if not args.no_postgres:
-            try:
-                from tests.services import fresh_postgres_database, running_postgres
-            except ModuleNotFoundError as exc:
-                raise SystemExit(f"the PostgreSQL part needs the test install ({exc.name} is missing): "
-                                 ".venv/bin/pip install -e '.[test]', or --postgres-url URL, or --no-postgres") from None
-            server = args.postgres_url or stack.enter_context(running_postgres())
-            backends.append(("postgresql", lambda: fresh_postgres_database(server)))
+            server = args.postgres_url
+            if server is None:
+                try:
+                    from tests.services import running_postgres
+                except ModuleNotFoundError as exc:
+                    raise SystemExit(f"a throwaway PostgreSQL server needs the test install ({exc.name} is "
+                                     "missing): .venv/bin/pip install -e '.[test]', or --postgres-url URL, or "
+                                     "--no-postgres") from None
+                server = stack.enter_context(running_postgres())
+            backends.append(("postgresql", server))
         ring = f"bench:{base64.urlsafe_b64encode(os.urandom(32)).decode()}"  # one ring for every process
         base = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
         print(f"drain of {args.deliveries} acked GitHub deliveries by rq workers on {os.cpu_count()} cores "
               f"(load average {os.getloadavg()[0]:.1f}; shared machine: compare ratios), {args.runs} rounds")
         summary = []
-        for name, make in backends:
+        for name, server in backends:
             rates: dict[int, list[dict[str, float]]] = {k: [] for k in counts}
             for _ in range(args.runs):
                 for k in counts:
                     home = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "instance"
                     env = {**base, "SWITCHBOARD_HOME": str(home)}
-                    if make is None:
-                        settings = Settings(home=home)
-                    else:
-                        url = make()
-                        settings = Settings(home=home, database_url=url, vault_keys=ring)
-                        env.update(SWITCHBOARD_DATABASE_URL=url, SWITCHBOARD_VAULT_KEYS=ring)
-                    rates[k].append(drain(settings, env, k, args.deliveries))
+                    if server is None:
+                        rates[k].append(drain(Settings(home=home), env, k, args.deliveries))
+                        continue
+                    url = _fresh_database(server)
+                    env.update(SWITCHBOARD_DATABASE_URL=url, SWITCHBOARD_VAULT_KEYS=ring)
+                    try:
+                        rates[k].append(drain(Settings(home=home, database_url=url, vault_keys=ring), env, k,
+                                              args.deliveries))
+                    finally:
+                        _drop_database(url)
             base_rate = statistics.median(r["rate"] for r in rates[counts[0]])
             for k in counts:
                 rate = statistics.median(r["rate"] for r in rates[k])
