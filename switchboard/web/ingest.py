@@ -205,7 +205,7 @@ by the receiver or by :func:`admit_row`) was stored ``failed``; the request is a
 REFUSED = "refused"
 """Writer outcome ``(REFUSED, message)``: the adapter's ``admit`` refused a header
 (``MalformedRequest``); nothing was stored, and the request is answered 400
-``malformed_request`` with ``message``."""
+``malformed_request`` with ``message`` (after the receiver checks that the source is unchanged)."""
 STORE_FAILED = "the delivery could not be stored; retry the delivery"
 """The 503's message for a row the database refused (both writers; never the driver's words)."""
 

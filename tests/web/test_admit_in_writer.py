@@ -8,12 +8,14 @@ digest)."""
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import func, select
 
 from switchboard.models import Delivery, Todo
@@ -92,6 +94,33 @@ def test_a_header_the_adapter_refuses_is_400_and_nothing_is_stored(served: LiveA
     assert resp.status_code == 400 and resp.json()["code"] == "malformed_request", resp.text
     assert "X-GitHub-Event" in resp.json()["detail"]
     assert _rows(served) == []
+
+
+def test_a_refused_header_for_a_source_disabled_since_verification_is_answered_as_it_is_now(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's admit refuses a header before its transaction reads the sources' stamp, so a
+    source disabled between the receiver's verification and that admit answered 400 for a source
+    that is gone (a review). The receiver now checks the stamp first: 404, as for any request
+    after the disable; and an unchanged source still answers 400 with the adapter's message."""
+    real = GitHubSource.admit
+    path = sa.engine.make_url(world.settings.database_url).database
+    disable = {"now": False}
+
+    def admit(self: GitHubSource, body: bytes, headers: Any) -> Any:
+        if disable["now"]:  # in the writer thread, between verification and the writer's transaction
+            with sqlite3.connect(path) as conn:
+                conn.execute("UPDATE sources SET enabled = 0 WHERE id = ?", (world.source_id,))
+        return real(self, body, headers)
+
+    monkeypatch.setattr(GitHubSource, "admit", admit)
+    for url, _ in serve_in_thread(world.settings.with_overrides(delivery_writer="thread")):
+        bad = github_headers(ISSUE, world.secret, event="Not An Event")
+        resp = httpx2.post(f"{url}/hooks/{world.source_id}", content=ISSUE, headers=bad, timeout=30)
+        assert resp.status_code == 400 and resp.json()["code"] == "malformed_request", resp.text
+        disable["now"] = True
+        resp = httpx2.post(f"{url}/hooks/{world.source_id}", content=ISSUE, timeout=30,
+                           headers=github_headers(ISSUE, world.secret, event="Not An Event"))
+        assert resp.status_code == 404, resp.text
 
 
 def test_the_event_loop_never_parses_the_body_with_the_writer_process(world: World,
