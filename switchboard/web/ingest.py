@@ -205,7 +205,7 @@ by the receiver or by :func:`admit_row`) was stored ``failed``; the request is a
 REFUSED = "refused"
 """Writer outcome ``(REFUSED, message)``: the adapter's ``admit`` refused a header
 (``MalformedRequest``); nothing was stored, and the request is answered 400
-``malformed_request`` with ``message`` (after the receiver checks that the source is unchanged)."""
+``malformed_request`` with ``message``; STALE instead when the stamp moved since verification."""
 STORE_FAILED = "the delivery could not be stored; retry the delivery"
 """The 503's message for a row the database refused (both writers; never the driver's words)."""
 
@@ -401,7 +401,7 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
         when the stamp had moved for one of them (the caller's source cache is out of date).
     """
     answers: list[tuple[Outcome | None, BaseException | None]] = []
-    rows: list[tuple[dict[str, Any], int]] = []
+    rows: list[tuple[dict[str, Any], int, Outcome | None]] = []  # a refused header too: see _commit
     written_at: list[int] = []  # where each of rows answers
     for row, stamp, provider in items:
         try:
@@ -410,10 +410,9 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
             log.error("a delivery could not be admitted (%s)", type(exc).__name__)
             answers.append((None, DependencyUnavailable(STORE_FAILED)))
             continue
-        answers.append((refused, None))  # a refused header's answer; the others' come below
-        if refused is None:
-            written_at.append(len(answers) - 1)
-            rows.append((row, stamp))
+        written_at.append(len(answers))
+        answers.append((None, None))  # the transaction's answer, below
+        rows.append((row, stamp, refused))
     if not rows:
         return answers, False
     written, stale = _write_rows(db, insert, rows)
@@ -422,9 +421,9 @@ def write_batch(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
     return answers, stale
 
 
-def _write_rows(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int]]
+def _write_rows(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int, Outcome | None]]
                 ) -> tuple[list[tuple[Outcome | None, BaseException | None]], bool]:
-    """:func:`write_batch`'s transaction: ``items`` are rows ready to insert and their stamps."""
+    """:func:`write_batch`'s transaction: ``items`` are rows, their stamps and refused answers."""
     try:
         outcomes = _commit(db, insert, items)
     except Exception as exc:  # noqa: BLE001 - retried alone, then reported to each request
@@ -446,7 +445,8 @@ def _write_rows(db: Database, insert: Prepared, items: list[tuple[dict[str, Any]
     return [(outcome, None) for outcome in outcomes], any(outcome[0] == STALE for outcome in outcomes)
 
 
-def _commit(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int]]) -> list[Outcome]:
+def _commit(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], int, Outcome | None]]
+            ) -> list[Outcome]:
     # A direct write (switchboard.direct): the ORM session around the batch (its check-out,
     # transaction objects and commit bookkeeping) was about a fifth of the writer's CPU per
     # delivery (issue 11); only prepared statements run in it.
@@ -454,9 +454,9 @@ def _commit(db: Database, insert: Prepared, items: list[tuple[dict[str, Any], in
     with direct.write(db) as s:
         conn = s.connection()
         stamp = read_stamp(conn)
-        for row, verified_under in items:
-            if verified_under != stamp:
-                outcomes.append((STALE, None))
+        for row, verified_under, refused in items:
+            if verified_under != stamp or refused is not None:  # a refused header: STALE first too
+                outcomes.append((STALE, None) if verified_under != stamp else refused)
                 continue
             if insert.run(conn, row):
                 # A refused body (failed_row) is recorded, never acknowledged.

@@ -279,11 +279,6 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         raise DependencyUnavailable("the source keeps changing; retry the delivery")
     assert delivery_id is not None  # or, for these two outcomes, the adapter's message
     if outcome == REFUSED:
-        # The writer's admit refused a header before its transaction read the stamp: a source
-        # disabled or re-keyed since we verified answers as it would now (404, 401), as STALE does.
-        if not await anyio.to_thread.run_sync(_still_current, hub, entry):
-            entry = await _source(hub, source_id, fresh=True)
-            _verify(hub, entry, body, headers)
         raise MalformedRequest(delivery_id)
     if outcome == MALFORMED:
         metrics.delivery_outcome(entry.source.provider, "malformed")

@@ -100,8 +100,9 @@ def test_a_refused_header_for_a_source_disabled_since_verification_is_answered_a
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer's admit refuses a header before its transaction reads the sources' stamp, so a
     source disabled between the receiver's verification and that admit answered 400 for a source
-    that is gone (a review). The receiver now checks the stamp first: 404, as for any request
-    after the disable; and an unchanged source still answers 400 with the adapter's message."""
+    that is gone (a review). A refused header now goes through the transaction's stamp check
+    like every row (STALE, so the receiver verifies again): 404, as for any request after the
+    disable; and an unchanged source still answers 400 with the adapter's message."""
     real = GitHubSource.admit
     path = sa.engine.make_url(world.settings.database_url).database
     disable = {"now": False}
