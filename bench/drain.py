@@ -44,34 +44,13 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 from bench import ingest  # ports, signed requests, the load generator, process start
-
-
-def _configure(settings: object) -> str:
-    """Migrate; create alice (GitHub user 21031067), project acme, a GitHub source and agent
-    claude1 with work on acme; return the source id."""
-    from switchboard import admin
-    from switchboard.db import upgrade
-    from switchboard.hub import Hub
-
-    upgrade(settings)  # type: ignore[arg-type]
-    hub = Hub(settings, role="cli")  # type: ignore[arg-type]
-    try:
-        with hub.db.write() as s:
-            admin.add_human(s, "alice")
-            admin.link_identity(s, "alice", "github", "21031067")
-            admin.add_project(s, "acme")
-            source, _ = admin.add_source(s, "acme", "github", ingest.GITHUB_SECRET, queue="bench")
-            admin.add_agent(s, "claude1", "alice")
-            admin.grant(s, "claude1", "acme", "work")
-        return source.id
-    finally:
-        hub.close()
 
 
 def _counts(settings: object) -> tuple[Callable[[], int], Callable[[], int], object]:
@@ -143,7 +122,7 @@ def drain(settings: object, env: dict[str, str], workers: int, deliveries: int) 
 
     from switchboard.queue.dispatcher import RQ_QUEUE
 
-    source_id = _configure(settings)
+    source_id, _ = ingest._configure(Path(env["SWITCHBOARD_HOME"]), settings)
     tmp = Path(env["SWITCHBOARD_HOME"]).parent
     ports = {"redis": ingest._port(), "serve": ingest._port()}
     redis_url = f"redis://127.0.0.1:{ports['redis']}/0"
@@ -222,31 +201,16 @@ def drain(settings: object, env: dict[str, str], workers: int, deliveries: int) 
         engine.dispose()  # type: ignore[attr-defined]
 
 
-def _fresh_database(server_url: str) -> str:
-    """A new empty database on the PostgreSQL server of ``server_url`` (a SQLAlchemy URL of any
-    database there; the role needs ``CREATEDB``): its URL."""
-    import uuid
-
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    url = make_url(server_url)
-    name = f"switchboard_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False),
-                         autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return url.set(database=name).render_as_string(hide_password=False)
-
-
 def _drop_database(database_url: str) -> None:
-    """Drop the database :func:`_fresh_database` made (connected to ``postgres`` on its server)."""
+    """Drop a database ``tests.services.fresh_postgres_database`` made (from ``postgres`` there)."""
     import psycopg
-    from sqlalchemy.engine import make_url
+    from psycopg import sql
 
-    url = make_url(database_url)
-    with psycopg.connect(url.set(drivername="postgresql", database="postgres").render_as_string(
-            hide_password=False), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+    from tests.services import _libpq_url
+
+    parts = urlsplit(database_url)
+    with psycopg.connect(_libpq_url(urlunsplit(parts._replace(path="/postgres"))), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(parts.path[1:])))
 
 
 def main() -> None:
@@ -268,16 +232,13 @@ def main() -> None:
     with ExitStack() as stack:
         backends: list[tuple[str, str | None]] = [] if args.no_sqlite else [("sqlite", None)]
         if not args.no_postgres:
-            server = args.postgres_url
-            if server is None:
-                try:
-                    from tests.services import running_postgres
-                except ModuleNotFoundError as exc:
-                    raise SystemExit(f"a throwaway PostgreSQL server needs the test install ({exc.name} is "
-                                     "missing): .venv/bin/pip install -e '.[test]', or --postgres-url URL, or "
-                                     "--no-postgres") from None
-                server = stack.enter_context(running_postgres())
-            backends.append(("postgresql", server))
+            try:
+                from tests.services import fresh_postgres_database, running_postgres
+            except ModuleNotFoundError as exc:
+                raise SystemExit(f"the PostgreSQL part uses tests/services.py, which needs the test install "
+                                 f"({exc.name} is missing): .venv/bin/pip install -e '.[test]', or --no-postgres"
+                                 ) from None
+            backends.append(("postgresql", args.postgres_url or stack.enter_context(running_postgres())))
         ring = f"bench:{base64.urlsafe_b64encode(os.urandom(32)).decode()}"  # one ring for every process
         base = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
         print(f"drain of {args.deliveries} acked GitHub deliveries by rq workers on {os.cpu_count()} cores "
@@ -292,7 +253,7 @@ def main() -> None:
                     if server is None:
                         rates[k].append(drain(Settings(home=home), env, k, args.deliveries))
                         continue
-                    url = _fresh_database(server)
+                    url = fresh_postgres_database(server)
                     env.update(SWITCHBOARD_DATABASE_URL=url, SWITCHBOARD_VAULT_KEYS=ring)
                     try:
                         rates[k].append(drain(Settings(home=home, database_url=url, vault_keys=ring), env, k,

@@ -68,13 +68,16 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _configure(home: Path) -> tuple[str, str]:
+def _configure(home: Path, settings: Any = None) -> tuple[str, str]:
+    """Migrate the instance at ``home`` (or of ``settings``: PostgreSQL, ``bench/drain.py``); create
+    alice (GitHub user 21031067, a Discord user), project acme, a GitHub and a Discord source and
+    agent claude1 with work on acme; return the two sources' ids."""
     from switchboard import admin
     from switchboard.config import Settings
     from switchboard.db import upgrade
     from switchboard.hub import Hub
 
-    settings = Settings(home=home)
+    settings = settings or Settings(home=home)
     upgrade(settings)
     hub = Hub(settings, role="cli")
     try:

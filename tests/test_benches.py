@@ -4,13 +4,14 @@ fails here rather than in front of the next person who measures."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.services import _unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,10 +36,7 @@ SMALL = {
 @pytest.mark.parametrize("script", sorted(SMALL))
 def test_bench_runs_at_a_tiny_size(script: str, tmp_path: Path) -> None:
     if script in NEEDS_REDIS and shutil.which("redis-server", path="/usr/bin:/bin") is None:
-        reason = f"bench/{script} needs redis-server in /usr/bin or /bin"
-        if os.environ.get("SWITCHBOARD_REQUIRE_SERVICES") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        _unavailable(f"bench/{script} needs redis-server in /usr/bin or /bin")
     proc = subprocess.run([sys.executable, "-P", str(ROOT / "bench" / script), *SMALL[script]], cwd=ROOT,
                           capture_output=True, text=True, timeout=600, check=False,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SWITCHBOARD_HOME": str(tmp_path / "i")})
