@@ -3,7 +3,7 @@ COMMITs (issue 11).
 
 SQLite appends every committed page to the WAL; a *checkpoint* copies the log into the database
 file, and the log starts over from its beginning once everything in it is copied. SQLite's own
-checkpoint (``wal_autocheckpoint``, :data:`WAL_AUTOCHECKPOINT_PAGES` pages, about 40 MB) runs
+checkpoint (``wal_autocheckpoint``, 10,000 pages then, about 40 MB) runs
 inside the COMMIT of whichever writer crossed the threshold, under the writer lock: copying and
 fsyncing there stopped every writer at once. :class:`WalCheckpointer` runs checkpoints in a
 background thread of ``serve``, its processing process and ``switchboard worker``.
@@ -38,29 +38,56 @@ from switchboard.config import sqlite_uri
 
 log = logging.getLogger(__name__)
 
-WAL_AUTOCHECKPOINT_PAGES = 10_000
-"""SQLite's own checkpoint, in a writer's COMMIT, every this many 4 KiB pages of log (about 40 MB):
-the backstop, and the only checkpoint of short-lived CLI processes."""
+WAL_AUTOCHECKPOINT_PAGES = 64_000
+"""SQLite's own checkpoint, in a writer's COMMIT, every this many 4 KiB pages of log (about 250 MB):
+the backstop, and the only checkpoint of short-lived CLI processes. Twice what a
+:class:`WalCheckpointer` lets the log grow between two passes (:data:`PASS_FRAMES`), so that in
+``serve`` it does not run."""
 WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 """The log file is cut back to this size when it starts over (``journal_size_limit``)."""
-CHECKPOINT_INTERVAL_SECONDS = 0.25
+CHECKPOINT_INTERVAL_SECONDS = 1.0
 """How often a long-running process's :class:`WalCheckpointer` copies the WAL into the database
-file (a passive checkpoint; nothing to do costs a few microseconds)."""
-RESTART_FRAMES = 2_000
-"""A pass that finds at least this many frames (4 KiB pages) in the log copies the rest under the
-writers' lock (about 8 MB, a fifth of SQLite's own threshold; at full ingest the log grows by
-about 12,000 frames a second). Each locked pass holds the writers 0.1 ms when nothing was
-committed since the unlocked copy and 3-20 ms otherwise (the last frames copied, the log and the
-file fsynced);
-with ``bench/ingest.py`` at 1,000, 2,000 and 5,000 frames (three runs each, alternated) the ack
-p99 did not differ beyond the run-to-run noise; the locked passes held the writers 360-440 ms per run
-in all at 1,000 and 2,000, 150-260 ms at 5,000, which comes closer to SQLite's own threshold."""
+file (a passive checkpoint; nothing to do costs a few microseconds), unless the log grows faster
+than :data:`PASS_FRAMES` a pass. A pass copies the newest version of each page once, however often
+it was rewritten since the previous pass, and at full ingest each pass ends in a locked one
+(:data:`RESTART_FRAMES`) that holds the writers: fewer, longer-spaced passes copy less and stop
+the writers less often. Issue 11, measured on 2026-12-07 (``bench/ingest.py``'s ack path, the log
+growing by about 25,000 frames a second): 0.25 s with :data:`RESTART_FRAMES` 2,000 held the
+writers 180-250 ms in 32-33 locked passes over ten rounds, 1 s with 8,000 held them 53-60 ms in
+12-13; the ack path acked at 61.5 % of the bare route against 58.7 % (12 rounds of 3,300
+requests, alternated), and at 58.1 % against 55.5 % under sustained load (8 rounds of 20,000,
+every round won; docs/PERFORMANCE.md)."""
+PASS_FRAMES = 32_000
+"""When the log grew by more than this many frames (about 125 MB) since the previous pass, the next
+pass comes sooner, in proportion (never sooner than :data:`MIN_INTERVAL_SECONDS`): on a machine
+that writes faster than this one the log stays far from SQLite's own threshold
+(:data:`WAL_AUTOCHECKPOINT_PAGES`)."""
+MIN_INTERVAL_SECONDS = 0.1
+"""The shortest wait between two passes of a :class:`WalCheckpointer` (see :data:`PASS_FRAMES`)."""
+RESTART_FRAMES = 8_000
+"""A pass that finds at least this many frames (4 KiB pages, about 32 MB) in the log copies the
+rest under the writers' lock, so that the next writer starts the log over. Each locked pass holds
+the writers 0.1 ms when nothing was committed since the unlocked copy and 3-20 ms otherwise (the
+last frames copied, the log and the file fsynced). Below it, an idle or slow instance's log is
+left to grow until a later pass (at 2,000 and a 0.25 s pass, issue 11's earlier choice, the
+ack path stopped for a locked pass three to four times a second at full ingest; see
+:data:`CHECKPOINT_INTERVAL_SECONDS`)."""
 TAIL_FRAMES = 100
 """Before taking the lock, a pass copies again without it (up to three times) while each copy
 finds more than this many new frames: each copy's fsyncs take milliseconds, during which the
 writers append, and what remains is copied with the writers waiting. Held 5.4 ms on average
 and 14 ms at most in a ``bench/ingest.py --requests 6000`` run, against 6-11 ms and 25-36 ms
 with one extra copy."""
+
+
+def next_wait(interval: float, grown: int, pass_frames: int = PASS_FRAMES) -> float:
+    """Seconds until a :class:`WalCheckpointer`'s next pass: ``interval``, or less in proportion
+    when the log grew by more than ``pass_frames`` frames since the previous pass, so that a pass
+    finds about ``pass_frames`` new frames (never less than :data:`MIN_INTERVAL_SECONDS`, or
+    ``interval`` if that is shorter)."""
+    if grown <= pass_frames:
+        return interval
+    return max(interval * pass_frames / grown, min(interval, MIN_INTERVAL_SECONDS))
 
 
 class WalCheckpointer:
@@ -81,6 +108,8 @@ class WalCheckpointer:
         interval: seconds between passes.
         lock_path: the writers' lock file (``<database>-writer.lock``); ``None``: passive passes only.
         restart_frames: log size, in frames, from which a pass copies under the lock.
+        pass_frames: the log's growth between two passes, in frames, past which the next pass
+            comes sooner (:func:`next_wait`).
 
     Attributes:
         checkpoints: passes whose totals (frames in the log, frames copied) changed and
@@ -93,9 +122,9 @@ class WalCheckpointer:
     """
 
     def __init__(self, path: str, interval: float = CHECKPOINT_INTERVAL_SECONDS, lock_path: str | None = None,
-                 restart_frames: int = RESTART_FRAMES) -> None:
+                 restart_frames: int = RESTART_FRAMES, pass_frames: int = PASS_FRAMES) -> None:
         self.path, self.interval = path, interval
-        self.lock_path, self.restart_frames = lock_path, restart_frames
+        self.lock_path, self.restart_frames, self.pass_frames = lock_path, restart_frames, pass_frames
         self.checkpoints = self.passes = self.locked_passes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="switchboard-wal-checkpoint", daemon=True)
@@ -104,8 +133,9 @@ class WalCheckpointer:
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
         failed, last, locked_at = False, (0, 0), -1
+        wait, seen = self.interval, 0  # seen: the log's frames at the end of the previous pass
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(wait):
                 try:
                     if conn is None:
                         # Autocommit (no read transaction held between checkpoints), never waits,
@@ -141,6 +171,13 @@ class WalCheckpointer:
                             if frames - before <= TAIL_FRAMES:
                                 break
                         locked_at = self._copy_under_lock(conn, frames)
+                        wait = next_wait(self.interval, frames - seen, self.pass_frames)
+                        seen = 0  # copied in full: the next writer starts the log over
+                    else:
+                        # A log shorter than the last pass saw has started over: all of it is new.
+                        wait = next_wait(self.interval, frames - seen if frames >= seen else frames,
+                                         self.pass_frames)
+                        seen = frames
                     self.passes += 1
                     failed = False
                 except (sqlite3.Error, OSError) as exc:

@@ -15,7 +15,13 @@ import sqlalchemy as sa
 from switchboard.config import Settings
 from switchboard.db import Database
 from switchboard.hub import Hub
-from switchboard.wal import WAL_AUTOCHECKPOINT_PAGES, WalCheckpointer
+from switchboard.wal import (
+    MIN_INTERVAL_SECONDS,
+    PASS_FRAMES,
+    WAL_AUTOCHECKPOINT_PAGES,
+    WalCheckpointer,
+    next_wait,
+)
 from tests.conftest import LiveApp, wait_for
 
 ROWS, ROW_BYTES = 200, 4000
@@ -301,3 +307,35 @@ def test_postgresql_has_no_checkpointer(tmp_path: Path) -> None:
     db.start_checkpointer()  # no connection is made: engines connect lazily
     assert db.checkpointer is None
     db.dispose()
+
+
+def test_the_next_pass_comes_sooner_in_proportion_when_the_log_grew_past_a_pass_worth() -> None:
+    # Issue 11: passes once a second copy less and stop the writers less often than four times a
+    # second, but a machine that writes faster must not let the log reach SQLite's own checkpoint.
+    assert PASS_FRAMES * 2 <= WAL_AUTOCHECKPOINT_PAGES
+    assert next_wait(1.0, 0) == 1.0
+    assert next_wait(1.0, PASS_FRAMES) == 1.0
+    assert next_wait(1.0, PASS_FRAMES * 2) == 0.5
+    assert next_wait(1.0, PASS_FRAMES * 100) == MIN_INTERVAL_SECONDS
+    assert next_wait(0.01, PASS_FRAMES * 100) == 0.01  # a test's short interval is never lengthened
+    assert next_wait(1.0, -5) == 1.0  # a log that started over in between: nothing to hurry
+
+
+def test_a_checkpointer_hurries_after_a_fast_growing_log_and_waits_its_interval_otherwise(tmp_path: Path) -> None:
+    db = Database(Settings(home=tmp_path))
+    try:
+        path = _fill(db)  # about 200 frames in the log, none copied
+        checkpointer = WalCheckpointer(str(path), interval=1.0, pass_frames=20)
+        try:
+            wait_for(lambda: checkpointer.passes >= 1, timeout=10, interval=0.005)
+            first = time.monotonic()
+            wait_for(lambda: checkpointer.passes >= 2, timeout=10, interval=0.005)
+            second = time.monotonic()
+            wait_for(lambda: checkpointer.passes >= 3, timeout=10, interval=0.005)
+            third = time.monotonic()
+        finally:
+            checkpointer.close()
+    finally:
+        db.dispose()
+    assert second - first < 0.6  # the first pass found ~200 new frames, ten times 20: 0.1 s
+    assert third - second > 0.9  # the second found none: the whole interval
