@@ -73,7 +73,7 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
         # Checkpoint (copy the WAL into the database file and fsync) every ~250 MB of WAL rather
         # than SQLite's default 4 MB: this checkpoint runs inside a writer's COMMIT, under the
         # writer lock, and a claim+complete rewrites the same few pages, which one checkpoint
-        # copies once (issue 11). The file is cut back to 64 MB after a checkpoint. In ``serve``
+        # copies once (issue 11). The file is cut back to 256 MB after a checkpoint. In ``serve``
         # and workers a WalCheckpointer thread checkpoints first, about once a second, and starts
         # the log over from 32 MB (switchboard/wal.py), so this one is a backstop.
         cur.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")

@@ -40,11 +40,17 @@ log = logging.getLogger(__name__)
 
 WAL_AUTOCHECKPOINT_PAGES = 64_000
 """SQLite's own checkpoint, in a writer's COMMIT, every this many 4 KiB pages of log (about 250 MB):
-the backstop, and the only checkpoint of short-lived CLI processes. Twice what a
-:class:`WalCheckpointer` lets the log grow between two passes (:data:`PASS_FRAMES`), so that in
-``serve`` it does not run."""
-WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
-"""The log file is cut back to this size when it starts over (``journal_size_limit``)."""
+the backstop, and the only checkpoint of short-lived CLI processes. Twice the growth past which a
+:class:`WalCheckpointer` hurries its next pass (:data:`PASS_FRAMES`), so that at the rates
+measured it does not run in ``serve``. Not a bound: a log that grows by more than about 64,000
+frames within one whole interval (the first pass after a quiet spell waits all of it), or a
+restart that a reader holds up for several passes, can still reach it."""
+WAL_SIZE_LIMIT_BYTES = 256 * 1024 * 1024
+"""The log file is cut back to this size when it starts over (``journal_size_limit``), by the
+first writer's COMMIT after the restart, under the writers' lock. Above what the log reaches
+between two restarts at full ingest (about 125 MB, a second of it), so that it is not cut back
+and grown again every second: at 64 MB the cut took 8-18 ms in a COMMIT about once a second
+(``strace`` of ``bench/ingest.py``, issue 11; a review of 60e8a04)."""
 CHECKPOINT_INTERVAL_SECONDS = 1.0
 """How often a long-running process's :class:`WalCheckpointer` copies the WAL into the database
 file (a passive checkpoint; nothing to do costs a few microseconds), unless the log grows faster
@@ -67,8 +73,9 @@ MIN_INTERVAL_SECONDS = 0.1
 RESTART_FRAMES = 8_000
 """A pass that finds at least this many frames (4 KiB pages, about 32 MB) in the log copies the
 rest under the writers' lock, so that the next writer starts the log over. Each locked pass holds
-the writers 0.1 ms when nothing was committed since the unlocked copy and 3-20 ms otherwise (the
-last frames copied, the log and the file fsynced). Below it, an idle or slow instance's log is
+the writers 0.1 ms when nothing was committed since the unlocked copy and up to about 25 ms
+otherwise (the last frames copied, the log and the file fsynced; 0.01-5.9 ms, 4.5 ms on average,
+over 12 locked passes of a ``bench/ingest.py`` A/B on 2026-12-07, up to 22.8 ms in a review's). Below it, an idle or slow instance's log is
 left to grow until a later pass (at 2,000 and a 0.25 s pass, issue 11's earlier choice, the
 ack path stopped for a locked pass three to four times a second at full ingest; see
 :data:`CHECKPOINT_INTERVAL_SECONDS`)."""
@@ -157,6 +164,7 @@ class WalCheckpointer:
                     if copied > 0 and not busy and (frames, copied) != last:
                         self.checkpoints += 1
                         last = (frames, copied)
+                    restarted = False
                     # Not again over a log that neither grew nor started over since the last
                     # locked pass (an idle database: only a writer starts the log over).
                     if (frames >= self.restart_frames and frames != locked_at and self.lock_path is not None
@@ -170,20 +178,23 @@ class WalCheckpointer:
                             _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                             if frames - before <= TAIL_FRAMES:
                                 break
-                        locked_at = self._copy_under_lock(conn, frames)
-                        wait = next_wait(self.interval, frames - seen, self.pass_frames)
-                        seen = 0  # copied in full: the next writer starts the log over
-                    else:
-                        # A log shorter than the last pass saw has started over: all of it is new.
-                        wait = next_wait(self.interval, frames - seen if frames >= seen else frames,
-                                         self.pass_frames)
-                        seen = frames
+                        done = self.locked_passes
+                        frames = locked_at = self._copy_under_lock(conn, frames)
+                        restarted = self.locked_passes > done
+                    # A log shorter than the last pass saw has started over: all of it is new.
+                    wait = next_wait(self.interval, frames - seen if frames >= seen else frames, self.pass_frames)
+                    # Copied in full under the lock: the next writer starts the log over, and all
+                    # of the log the next pass finds is new. A restart that a reader held up
+                    # (busy) leaves the log as it was: its frames are not new growth, and hurrying
+                    # would only take the writers' lock again to no avail.
+                    seen = 0 if restarted else frames
                     self.passes += 1
                     failed = False
                 except (sqlite3.Error, OSError) as exc:
                     if not failed:  # once per failure streak; the in-COMMIT backstop still runs
                         log.warning("background WAL checkpoint failed: %s", exc)
                     failed = True
+                    wait = self.interval  # a failure streak is not retried at a hurried pace
         finally:
             if conn is not None:
                 conn.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from switchboard import wal
 from switchboard.config import Settings
 from switchboard.db import Database
 from switchboard.hub import Hub
@@ -162,8 +163,8 @@ def test_under_steady_writes_the_log_starts_over_under_the_writers_lock(tmp_path
     # frames; with passive passes alone 4,332 (it never started over). The test counts the starts
     # in the log's header rather than its size: on a loaded CI machine the thread once got the
     # lock late enough for one stretch to reach 1,980 frames (the file keeps its largest size).
-    # At most 1,200 commits (about 8,700 frames): below the in-COMMIT backstop of 10,000 pages
-    # (reached at about commit 1,360 without the thread), which starts the log over by itself.
+    # At most 1,200 commits (about 8,700 frames): far below the in-COMMIT backstop
+    # (WAL_AUTOCHECKPOINT_PAGES), which would start the log over by itself.
     db = Database(Settings(home=tmp_path))
     try:
         _fill(db)
@@ -241,7 +242,7 @@ def test_a_lock_file_error_is_reported_once_and_the_thread_goes_on(
     # From a review: only sqlite3.Error was caught, so an OSError from flock ended the thread.
     import errno
 
-    import switchboard.wal as wal
+    from switchboard import wal
 
     tries: list[int] = []
 
@@ -321,21 +322,64 @@ def test_the_next_pass_comes_sooner_in_proportion_when_the_log_grew_past_a_pass_
     assert next_wait(1.0, -5) == 1.0  # a log that started over in between: nothing to hurry
 
 
-def test_a_checkpointer_hurries_after_a_fast_growing_log_and_waits_its_interval_otherwise(tmp_path: Path) -> None:
+def _spy_on_waits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, float]]:
+    """Record each pass's ``(time.monotonic(), grown, chosen wait)`` as the checkpointer asks
+    :func:`~switchboard.wal.next_wait`."""
+    calls: list[tuple[float, int, float]] = []
+
+    def spy(interval: float, grown: int, pass_frames: int = PASS_FRAMES) -> float:
+        chosen = next_wait(interval, grown, pass_frames)
+        calls.append((time.monotonic(), grown, chosen))
+        return chosen
+
+    monkeypatch.setattr(wal, "next_wait", spy)
+    return calls
+
+
+def test_a_checkpointer_hurries_after_a_fast_growing_log_and_waits_its_interval_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy_on_waits(monkeypatch)
     db = Database(Settings(home=tmp_path))
     try:
         path = _fill(db)  # about 200 frames in the log, none copied
         checkpointer = WalCheckpointer(str(path), interval=1.0, pass_frames=20)
         try:
-            wait_for(lambda: checkpointer.passes >= 1, timeout=10, interval=0.005)
-            first = time.monotonic()
-            wait_for(lambda: checkpointer.passes >= 2, timeout=10, interval=0.005)
-            second = time.monotonic()
-            wait_for(lambda: checkpointer.passes >= 3, timeout=10, interval=0.005)
-            third = time.monotonic()
+            wait_for(lambda: len(calls) >= 3, timeout=10, interval=0.005)
         finally:
             checkpointer.close()
     finally:
         db.dispose()
-    assert second - first < 0.6  # the first pass found ~200 new frames, ten times 20: 0.1 s
-    assert third - second > 0.9  # the second found none: the whole interval
+    (first, grown, hurried), (second, still, whole), (third, _, _) = calls[:3]
+    assert grown > 100 and hurried < 0.2  # ~200 new frames, ten times 20: the 0.1 s floor
+    assert still == 0 and whole == 1.0  # nothing new since: the whole interval
+    assert second - first < 0.6  # the thread waited what was chosen: 0.1 s, then a pass
+    assert third - second >= 0.95
+
+
+def test_a_restart_held_up_by_a_reader_is_not_taken_for_growth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # From a review of the hurried passes: after a locked pass whose restart a reader held up
+    # (the log not copied in full, so not started over), the next pass counted the whole log
+    # as new, and passes came ever sooner, each taking the writers' lock again to no avail.
+    calls = _spy_on_waits(monkeypatch)
+    db = Database(Settings(home=tmp_path))
+    try:
+        path = _fill(db)  # about 200 frames
+        reader = sqlite3.connect(path, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM t").fetchone()  # a snapshot that needs the log
+            with db.write() as s:  # a commit the reader's snapshot does not see
+                s.execute(sa.text(f"INSERT INTO t VALUES (randomblob({ROW_BYTES}))"))
+            checkpointer = WalCheckpointer(str(path), interval=0.02, lock_path=db._flock_path, restart_frames=100,
+                                           pass_frames=50)
+            try:
+                wait_for(lambda: len(calls) >= 4, timeout=10, interval=0.005)
+            finally:
+                checkpointer.close()
+        finally:
+            reader.close()
+        assert checkpointer.locked_passes == 0  # the reader held every restart up
+    finally:
+        db.dispose()
+    grown = [g for _, g, _ in calls[:4]]
+    assert grown[0] > 100 and grown[1:] == [0, 0, 0], grown
