@@ -70,12 +70,11 @@ def _sqlite_engine(url: str, immediate: bool) -> sa.Engine:
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
-        # Checkpoint (copy the WAL into the database file and fsync) every ~250 MB of WAL rather
-        # than SQLite's default 4 MB: this checkpoint runs inside a writer's COMMIT, under the
-        # writer lock, and a claim+complete rewrites the same few pages, which one checkpoint
-        # copies once (issue 11). The file is cut back to 256 MB after a checkpoint. In ``serve``
-        # and workers a WalCheckpointer thread checkpoints first, about once a second, and starts
-        # the log over from 32 MB (switchboard/wal.py), so this one is a backstop.
+        # SQLite's own checkpoint (copy the WAL into the database file and fsync), far less often
+        # than its default 4 MB: it runs inside a writer's COMMIT, under the writer lock, and a
+        # claim+complete rewrites the same few pages, which one checkpoint copies once (issue 11).
+        # In ``serve`` and workers a WalCheckpointer thread checkpoints first and starts the log
+        # over, so this one is a backstop. The thresholds and why: switchboard/wal.py.
         cur.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         cur.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}")
         cur.close()

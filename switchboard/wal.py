@@ -178,9 +178,8 @@ class WalCheckpointer:
                             _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                             if frames - before <= TAIL_FRAMES:
                                 break
-                        done = self.locked_passes
-                        frames = locked_at = self._copy_under_lock(conn, frames)
-                        restarted = self.locked_passes > done
+                        frames, restarted = self._copy_under_lock(conn, frames)
+                        locked_at = frames
                     # A log shorter than the last pass saw has started over: all of it is new.
                     wait = next_wait(self.interval, frames - seen if frames >= seen else frames, self.pass_frames)
                     # Copied in full under the lock: the next writer starts the log over, and all
@@ -199,15 +198,16 @@ class WalCheckpointer:
             if conn is not None:
                 conn.close()
 
-    def _copy_under_lock(self, conn: sqlite3.Connection, frames: int) -> int:
+    def _copy_under_lock(self, conn: sqlite3.Connection, frames: int) -> tuple[int, bool]:
         """Copy the rest of the log with the writers' lock file held (no writer appends
         meanwhile), so that the next writer starts the log over. Returns the log's frames as
-        seen under the lock (``frames`` when the lock file is missing)."""
+        seen under the lock (``frames`` when the lock file is missing) and whether it was copied
+        in full (not when a reader still reads it: counted in :attr:`locked_passes`)."""
         try:
             # O_RDWR without O_CREAT: a removed instance's folder gets no new lock file.
             fd = os.open(self.lock_path, os.O_RDWR)  # type: ignore[arg-type]
         except OSError:
-            return frames  # a read-only folder or a removed instance: the writers have none either
+            return frames, False  # a read-only folder or a removed instance: the writers have none either
         try:
             # A descriptor of its own: flock locks belong to the open file, so this one waits for
             # this process's writers too.
@@ -216,9 +216,10 @@ class WalCheckpointer:
                 busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)  # before close: a forked child shares the open file
-            if not busy and frames == copied:
+            restarted = not busy and frames == copied
+            if restarted:
                 self.locked_passes += 1
-            return int(frames)
+            return int(frames), restarted
         finally:
             os.close(fd)
 
