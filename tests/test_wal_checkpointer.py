@@ -8,6 +8,7 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -336,17 +337,23 @@ def _spy_on_waits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, flo
     return calls
 
 
+def _run_passes(calls: list[tuple[float, int, float]], count: int, path: Path, **options: Any) -> WalCheckpointer:
+    """Run a :class:`WalCheckpointer` on ``path`` (``options`` as its own) until ``calls``, the
+    spy of :func:`_spy_on_waits`, has seen ``count`` passes; return it, stopped."""
+    checkpointer = WalCheckpointer(str(path), **options)
+    try:
+        wait_for(lambda: len(calls) >= count, timeout=10, interval=0.005)
+    finally:
+        checkpointer.close()
+    return checkpointer
+
+
 def test_a_checkpointer_hurries_after_a_fast_growing_log_and_waits_its_interval_otherwise(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _spy_on_waits(monkeypatch)
     db = Database(Settings(home=tmp_path))
     try:
-        path = _fill(db)  # about 200 frames in the log, none copied
-        checkpointer = WalCheckpointer(str(path), interval=1.0, pass_frames=20)
-        try:
-            wait_for(lambda: len(calls) >= 3, timeout=10, interval=0.005)
-        finally:
-            checkpointer.close()
+        _run_passes(calls, 3, _fill(db), interval=1.0, pass_frames=20)  # ~200 frames in the log, none copied
     finally:
         db.dispose()
     (first, grown, hurried), (second, still, whole), (third, _, _) = calls[:3]
@@ -370,12 +377,8 @@ def test_a_restart_held_up_by_a_reader_is_not_taken_for_growth(tmp_path: Path, m
             reader.execute("SELECT count(*) FROM t").fetchone()  # a snapshot that needs the log
             with db.write() as s:  # a commit the reader's snapshot does not see
                 s.execute(sa.text(f"INSERT INTO t VALUES (randomblob({ROW_BYTES}))"))
-            checkpointer = WalCheckpointer(str(path), interval=0.02, lock_path=db._flock_path, restart_frames=100,
-                                           pass_frames=50)
-            try:
-                wait_for(lambda: len(calls) >= 4, timeout=10, interval=0.005)
-            finally:
-                checkpointer.close()
+            checkpointer = _run_passes(calls, 4, path, interval=0.02, lock_path=db._flock_path, restart_frames=100,
+                                       pass_frames=50)
         finally:
             reader.close()
         assert checkpointer.locked_passes == 0  # the reader held every restart up
