@@ -1,13 +1,15 @@
 """Column types and id helpers shared by the tables.
 
 Times are stored as naive UTC and returned as aware UTC (``UTCDateTime``), so SQLite and
-PostgreSQL behave the same. Public ids are a prefix plus random bytes (DESIGN.md §1).
+PostgreSQL behave the same. Public ids are a prefix plus random bytes (DESIGN.md §1); a
+delivery's id leads with its time (:func:`new_ordered_id`).
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -58,6 +60,33 @@ def new_id(prefix: str, nbytes: int = 10) -> str:
 
 _B32_PAIRS = [a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567"]
 """Lower-case base32 (RFC 4648 §6's alphabet) of every 10-bit value, as two characters."""
+
+_SORTED_PAIRS = [a + b for a in "234567abcdefghijklmnopqrstuvwxyz" for b in "234567abcdefghijklmnopqrstuvwxyz"]
+"""Every 10-bit value as two characters of the same 32 (``[a-z2-7]``), given to the values in
+ASCII order, so that the strings sort as the numbers do."""
+
+
+def new_ordered_id(prefix: str) -> str:
+    """Return ``prefix`` + ``_`` + 26 characters of ``[a-z2-7]`` that sort by creation time.
+
+    A ULID's layout (github.com/ulid/spec): 48 bits of Unix time in milliseconds (UTC), then
+    80 random bits (the same randomness as :func:`new_id`'s 10 bytes), 130 bits written as 13
+    pairs of characters with :data:`_SORTED_PAIRS`. Ids made in different milliseconds sort by
+    time; in one millisecond, at random.
+
+    Used for deliveries (issue 11): the primary key's index of the deliveries table then grows
+    at its end, and a commit of a batch rewrites one or two of its pages instead of one page a
+    delivery at random places. Under sustained ingest that index was one of three randomly keyed
+    ones (with the dedup key's and the body digest's), each about a page of SQLite's log per
+    delivery (docs/PERFORMANCE.md, 2026-12-07).
+    """
+    ms = time.time_ns() // 1_000_000
+    n = int.from_bytes(os.urandom(10), "big")
+    return (f"{prefix}_{_SORTED_PAIRS[ms >> 40]}{_SORTED_PAIRS[(ms >> 30) & 1023]}{_SORTED_PAIRS[(ms >> 20) & 1023]}"
+            f"{_SORTED_PAIRS[(ms >> 10) & 1023]}{_SORTED_PAIRS[ms & 1023]}"
+            f"{_SORTED_PAIRS[n >> 70]}{_SORTED_PAIRS[(n >> 60) & 1023]}{_SORTED_PAIRS[(n >> 50) & 1023]}"
+            f"{_SORTED_PAIRS[(n >> 40) & 1023]}{_SORTED_PAIRS[(n >> 30) & 1023]}{_SORTED_PAIRS[(n >> 20) & 1023]}"
+            f"{_SORTED_PAIRS[(n >> 10) & 1023]}{_SORTED_PAIRS[n & 1023]}")
 
 
 def by_key_only(column: Any) -> Any:

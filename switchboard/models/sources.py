@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from switchboard.clock import utcnow
-from switchboard.models.base import json_column, new_id, time_column
+from switchboard.models.base import json_column, new_id, new_ordered_id, time_column
 from switchboard.sealing.columns import SealedBytes
 from switchboard.sealing.text import SealedText
 
@@ -69,7 +69,7 @@ class Delivery(SQLModel, table=True):
         sa.Index("ix_deliveries_status_received_at", "status", "received_at"),
     )
 
-    id: str = Field(default_factory=lambda: new_id("dlv"), primary_key=True, max_length=40)
+    id: str = Field(default_factory=lambda: new_ordered_id("dlv"), primary_key=True, max_length=40)
     # No index of its own: uq_delivery_dedup (source_id, dedup_key) leads with it (migration 0017).
     source_id: str = Field(foreign_key="sources.id", max_length=40)
     project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)

@@ -40,7 +40,7 @@ from switchboard.errors import (
     SwitchboardError,
     VerificationFailed,
 )
-from switchboard.models.base import new_id
+from switchboard.models.base import new_ordered_id
 from switchboard.sources import Envelope
 from switchboard.web.ingest import (
     MALFORMED,
@@ -184,7 +184,7 @@ def accepted(hub: Hub, entry: CachedSource, envelope: Envelope | None, delivery_
         # Discord and Teams show the ack's body to the user and want 200 within 3-5 s.
         return JSONResponse(reply, status_code=200)
     # Rendered from a template, not json.dumps (about 7 µs of the event loop's time per delivery,
-    # issue 11): the same bytes, since a delivery id is ``dlv_`` and lower-case base32 (new_id).
+    # issue 11): the same bytes, since a delivery id is ``dlv_`` and ``[a-z2-7]`` (new_ordered_id).
     return _Accepted(_ACCEPTED.format(delivery_id).encode())
 
 
@@ -257,7 +257,7 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
         return answered_handshake(hub, envelope)
 
     row = {
-        "id": new_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
+        "id": new_ordered_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
         "dedup_key": dedup_key, "body_digest": body_digest, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
         "content_type": headers.get("content-type", "")[:200] or None, "headers": stored_headers,
         "raw_body": body, "body_bytes": len(body), "human_id": None, "quarantine_reason": None,

@@ -39,6 +39,7 @@ def test_signed_message_from_linked_human_becomes_a_todo(multi: MultiApp, provid
     else:
         assert resp.status_code == 202
         delivery_id = resp.json()["delivery_id"]
+    assert re.fullmatch(r"dlv_[a-z2-7]{26}", delivery_id)  # new_ordered_id: led by its time (issue 11)
     todo = _todo(multi, delivery_id)
     assert "acme/api#12" in todo.title or "please review" in todo.title or provider == "standard_webhooks"
     assert todo.kind.startswith(provider + ".")
