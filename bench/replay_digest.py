@@ -35,7 +35,7 @@ def main() -> None:
     from switchboard.config import Settings
     from switchboard.db import upgrade
     from switchboard.hub import Hub
-    from switchboard.models.base import new_id
+    from switchboard.models.base import new_ordered_id
     from switchboard.models.stamps import read_stamp
     from switchboard.web.ingest import DeliveryWriter
 
@@ -56,7 +56,7 @@ def main() -> None:
         for _ in range(args.per_round):
             counter += 1
             body = json.dumps({"action": "opened", "issue": {"number": counter, "body": "x" * 5000}}).encode()
-            row = {"id": new_id("dlv"), "source_id": source.id, "project_id": source.project_id,
+            row = {"id": new_ordered_id("dlv"), "source_id": source.id, "project_id": source.project_id,
                    "dedup_key": "github:" + uuid.uuid4().hex,
                    "body_digest": hashlib.sha256(body).hexdigest() if with_digest else None,
                    "status": "received", "event": "issues", "content_type": "application/json", "headers": {},

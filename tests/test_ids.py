@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 
@@ -51,10 +49,22 @@ def test_a_delivery_id_is_a_ulid_layout_in_the_id_alphabet_sorting_by_its_millis
     assert len({base.new_ordered_id("dlv") for _ in range(1000)}) == 1000
 
 
+def test_a_delivery_made_by_the_model_has_an_ordered_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from switchboard.models import Delivery, base
 
-def test_a_delivery_made_by_the_model_has_an_ordered_id() -> None:
-    from switchboard.models import Delivery
-
+    monkeypatch.setattr(base.time, "time_ns", lambda: 1_796_601_600_000_000_000)
     first = Delivery(source_id="s", project_id="p").id
-    time.sleep(0.002)
+    monkeypatch.setattr(base.time, "time_ns", lambda: 1_796_601_600_001_000_000)
     assert len(first) == 30 and Delivery(source_id="s", project_id="p").id > first
+
+
+def test_an_ordered_id_stands_for_the_time_it_is_given_to_the_millisecond() -> None:
+    # The receiver passes the received_at it stores (the hub's clock, CONVENTIONS: inject the clock).
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from switchboard.models.base import new_ordered_id
+
+    at = datetime(2026, 12, 7, 10, 30, 0, 999_999, tzinfo=UTC)
+    ids = [new_ordered_id("dlv", at + timedelta(microseconds=us)) for us in (0, 1, 1000, 1001)]
+    assert ids[0][:14] != ids[1][:14] == ids[2][:14] != ids[3][:14]  # the ms: .999, 1.000, 1.000, 1.001
+    assert new_ordered_id("dlv", at)[:14] == new_ordered_id("dlv", at.astimezone(timezone(timedelta(hours=5))))[:14]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
@@ -61,12 +61,14 @@ def new_id(prefix: str, nbytes: int = 10) -> str:
 _B32_PAIRS = [a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567"]
 """Lower-case base32 (RFC 4648 §6's alphabet) of every 10-bit value, as two characters."""
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 _SORTED_PAIRS = [a + b for a in "234567abcdefghijklmnopqrstuvwxyz" for b in "234567abcdefghijklmnopqrstuvwxyz"]
 """Every 10-bit value as two characters of the same 32 (``[a-z2-7]``), given to the values in
 ASCII order, so that the strings sort as the numbers do."""
 
 
-def new_ordered_id(prefix: str) -> str:
+def new_ordered_id(prefix: str, at: datetime | None = None) -> str:
     """Return ``prefix`` + ``_`` + 26 characters of ``[a-z2-7]`` that sort by creation time.
 
     A ULID's layout (github.com/ulid/spec): 48 bits of Unix time in milliseconds (UTC), then
@@ -74,13 +76,19 @@ def new_ordered_id(prefix: str) -> str:
     pairs of characters with :data:`_SORTED_PAIRS`. Ids made in different milliseconds sort by
     time; in one millisecond, at random.
 
-    Used for deliveries (issue 11): the primary key's index of the deliveries table then grows
-    at its end, and a commit of a batch rewrites one or two of its pages instead of one page a
-    delivery at random places. Under sustained ingest that index was one of three randomly keyed
+    Args:
+        prefix: e.g. ``dlv``.
+        at: the time the id stands for (aware; the receiver passes the ``received_at`` it
+            stores, from the hub's clock); ``None``: now, by the system clock.
+
+    Used for deliveries (issue 11): new ids fall together in the primary key's index of the
+    deliveries table (at its end, on an instance that never had the older random ids), and a
+    commit of a batch rewrites one or two of its pages instead of one page a delivery at random
+    places. Under sustained ingest that index was one of three randomly keyed
     ones (with the dedup key's and the body digest's), each about a page of SQLite's log per
     delivery (docs/PERFORMANCE.md, 2026-12-07).
     """
-    ms = time.time_ns() // 1_000_000
+    ms = time.time_ns() // 1_000_000 if at is None else (at - _EPOCH) // _MILLISECOND
     n = int.from_bytes(os.urandom(10), "big")
     return (f"{prefix}_{_SORTED_PAIRS[ms >> 40]}{_SORTED_PAIRS[(ms >> 30) & 1023]}{_SORTED_PAIRS[(ms >> 20) & 1023]}"
             f"{_SORTED_PAIRS[(ms >> 10) & 1023]}{_SORTED_PAIRS[ms & 1023]}"

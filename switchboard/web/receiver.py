@@ -256,13 +256,14 @@ async def _receive(hub: Hub, scope: Scope, receive: Receive, source_id: str) -> 
             _verify(hub, entry, body, headers)
         return answered_handshake(hub, envelope)
 
+    now = hub.clock.now()
     row = {
-        "id": new_ordered_id("dlv"), "source_id": entry.source.id, "project_id": entry.source.project_id,
+        "id": new_ordered_id("dlv", now), "source_id": entry.source.id, "project_id": entry.source.project_id,
         "dedup_key": dedup_key, "body_digest": body_digest, "status": "received", "event": envelope.kind[:100] if envelope is not None else None,
         "content_type": headers.get("content-type", "")[:200] or None, "headers": stored_headers,
         "raw_body": body, "body_bytes": len(body), "human_id": None, "quarantine_reason": None,
         "error_code": None, "error_detail": None, "todo_id": None, "process_failures": 0,
-        "received_at": hub.clock.now(), "processed_at": None, "released_at": None, "released_by": None,
+        "received_at": now, "processed_at": None, "released_at": None, "released_by": None,
     }
     if parse_error is not None:
         row = failed_row(row, parse_error)  # answered (MALFORMED, its detail) by the writer

@@ -391,3 +391,25 @@ def test_a_crash_in_the_receiver_is_a_500_problem_through_the_shortcut(world: Wo
     with TestClient(app, raise_server_exceptions=False) as client:
         resp = client.post(f"/hooks/{world.source_id}", content=ISSUE, headers=github_headers(ISSUE, world.secret))
     assert resp.status_code == 500 and resp.json()["code"] == "internal" and "a bug" not in resp.text
+
+
+def test_a_delivery_id_carries_the_millisecond_of_the_received_at_the_hubs_clock_gave(world: World) -> None:
+    # Issue 11: the id leads with its time (new_ordered_id), taken from the same clock reading as
+    # received_at (CONVENTIONS: inject the clock), not from the system clock beside it.
+    from datetime import UTC, datetime
+
+    from starlette.testclient import TestClient
+
+    from switchboard.clock import FixedClock
+    from switchboard.models.base import new_ordered_id
+    from switchboard.web.asgi import create_app
+
+    at = datetime(2031, 5, 6, 7, 8, 9, 123_000, tzinfo=UTC)
+    app = create_app(world.settings, clock=FixedClock(at), migrate=False)
+    with TestClient(app) as client:
+        resp = client.post(f"/hooks/{world.source_id}", content=ISSUE, headers=github_headers(ISSUE, world.secret))
+        assert resp.status_code == 202, resp.text
+        delivery_id = resp.json()["delivery_id"]
+        with app.state.hub.db.read() as s:
+            assert s.get(Delivery, delivery_id).received_at == at  # type: ignore[union-attr]
+    assert delivery_id[:14] == new_ordered_id("dlv", at)[:14] != new_ordered_id("dlv")[:14]
