@@ -8,6 +8,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Protocol
 
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+"""The Unix epoch, aware UTC: ``(at - EPOCH) // timedelta(...)`` counts whole units exactly
+(no float), as delivery ids and the delivery writer's pipe do."""
+
 
 class Clock(Protocol):
     """A source of the current time (UTC)."""

@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import os
 import time
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator
+
+from switchboard.clock import EPOCH
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -51,17 +53,13 @@ def new_id(prefix: str, nbytes: int = 10) -> str:
     if nbytes == 10:
         # base64.b32encode's pure-Python loop, for the 10-byte ids made per delivery and todo
         # (about 5 µs on the receiver's event loop, issue 11): two characters per 10 bits.
-        n = int.from_bytes(raw, "big")
-        return (f"{prefix}_{_B32_PAIRS[n >> 70]}{_B32_PAIRS[(n >> 60) & 1023]}{_B32_PAIRS[(n >> 50) & 1023]}"
-                f"{_B32_PAIRS[(n >> 40) & 1023]}{_B32_PAIRS[(n >> 30) & 1023]}{_B32_PAIRS[(n >> 20) & 1023]}"
-                f"{_B32_PAIRS[(n >> 10) & 1023]}{_B32_PAIRS[n & 1023]}")
+        return f"{prefix}_{_eighty_bits(_B32_PAIRS, int.from_bytes(raw, 'big'))}"
     return f"{prefix}_{base64.b32encode(raw).decode('ascii').rstrip('=').lower()}"
 
 
 _B32_PAIRS = [a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567"]
 """Lower-case base32 (RFC 4648 §6's alphabet) of every 10-bit value, as two characters."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLISECOND = timedelta(milliseconds=1)
 _SORTED_PAIRS = [a + b for a in "234567abcdefghijklmnopqrstuvwxyz" for b in "234567abcdefghijklmnopqrstuvwxyz"]
 """Every 10-bit value as two characters of the same 32 (``[a-z2-7]``), given to the values in
@@ -88,13 +86,17 @@ def new_ordered_id(prefix: str, at: datetime | None = None) -> str:
     ones (with the dedup key's and the body digest's), each about a page of SQLite's log per
     delivery (docs/PERFORMANCE.md, 2026-12-07).
     """
-    ms = time.time_ns() // 1_000_000 if at is None else (at - _EPOCH) // _MILLISECOND
-    n = int.from_bytes(os.urandom(10), "big")
+    ms = time.time_ns() // 1_000_000 if at is None else (at - EPOCH) // _MILLISECOND
     return (f"{prefix}_{_SORTED_PAIRS[ms >> 40]}{_SORTED_PAIRS[(ms >> 30) & 1023]}{_SORTED_PAIRS[(ms >> 20) & 1023]}"
             f"{_SORTED_PAIRS[(ms >> 10) & 1023]}{_SORTED_PAIRS[ms & 1023]}"
-            f"{_SORTED_PAIRS[n >> 70]}{_SORTED_PAIRS[(n >> 60) & 1023]}{_SORTED_PAIRS[(n >> 50) & 1023]}"
-            f"{_SORTED_PAIRS[(n >> 40) & 1023]}{_SORTED_PAIRS[(n >> 30) & 1023]}{_SORTED_PAIRS[(n >> 20) & 1023]}"
-            f"{_SORTED_PAIRS[(n >> 10) & 1023]}{_SORTED_PAIRS[n & 1023]}")
+            f"{_eighty_bits(_SORTED_PAIRS, int.from_bytes(os.urandom(10), 'big'))}")
+
+
+def _eighty_bits(pairs: list[str], n: int) -> str:
+    """``n`` (80 bits) as 16 characters, two of ``pairs`` (every 10-bit value's) per 10 bits,
+    the highest first: written out rather than looped, as ids are made on the event loop."""
+    return (f"{pairs[n >> 70]}{pairs[(n >> 60) & 1023]}{pairs[(n >> 50) & 1023]}{pairs[(n >> 40) & 1023]}"
+            f"{pairs[(n >> 30) & 1023]}{pairs[(n >> 20) & 1023]}{pairs[(n >> 10) & 1023]}{pairs[n & 1023]}")
 
 
 def by_key_only(column: Any) -> Any:

@@ -9,6 +9,7 @@ import signal
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from switchboard.clock import EPOCH
 from switchboard.errors import DependencyUnavailable
 from switchboard.web.ingest import MAX_BATCH, STORE_FAILED, Outcome
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -31,7 +31,7 @@ def to_pipe(row: dict[str, Any]) -> dict[str, Any]:
     Any other value is sent as it is. :func:`from_pipe` undoes it exactly."""
     at = row["received_at"]
     if isinstance(at, datetime) and at.tzinfo is timezone.utc:
-        return {**row, "received_at": (at - _EPOCH) // _MICROSECOND}
+        return {**row, "received_at": (at - EPOCH) // _MICROSECOND}
     return row
 
 
@@ -39,7 +39,7 @@ def from_pipe(row: dict[str, Any]) -> dict[str, Any]:
     """The row :func:`to_pipe` sent, with ``received_at`` an aware UTC datetime again."""
     at = row["received_at"]
     if isinstance(at, int):
-        row["received_at"] = _EPOCH + at * _MICROSECOND
+        row["received_at"] = EPOCH + at * _MICROSECOND
     return row
 
 
