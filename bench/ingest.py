@@ -33,7 +33,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-import logging
 import math
 import os
 import shutil
@@ -77,18 +76,15 @@ def _configure(home: Path, settings: Any = None) -> tuple[str, str]:
     from switchboard.config import Settings
     from switchboard.db import upgrade
     from switchboard.hub import Hub
+    from switchboard.intake import vault
 
     settings = settings or Settings(home=home)
-    # A throwaway instance's new vault key ring (made by the migrations) needs no "back it up"
-    # warning in the bench's output.
-    keys_log = logging.getLogger("switchboard.sealing.keys")
-    level = keys_log.level
-    keys_log.setLevel(logging.ERROR)
-    try:
-        upgrade(settings)
-        hub = Hub(settings, role="cli")
-    finally:
-        keys_log.setLevel(level)
+    if not settings.vault_keys and not vault.key_file(settings).exists():
+        # The throwaway instance's key ring, written here: made by the migrations, it would be
+        # logged with a "back it up" warning in the bench's output.
+        vault.write_key_file(vault.key_file(settings), vault.generate_key_ring())
+    upgrade(settings)
+    hub = Hub(settings, role="cli")
     try:
         with hub.db.write() as s:
             admin.add_human(s, "alice")

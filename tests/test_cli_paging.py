@@ -60,3 +60,25 @@ def test_a_malformed_cursor_exits_2_with_invalid_argument(world: World) -> None:
         proc = subprocess.run([switchboard_exe(), group, "list", "--cursor", "c1.nope", "--json"], env=env,
                               capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode == 2 and '"invalid_argument"' in proc.stdout, (group, proc.stdout, proc.stderr)
+
+
+def test_delivery_list_lines_up_ids_of_both_lengths(world: World) -> None:
+    # Issue 11 changed delivery ids from dlv_ + 16 characters to dlv_ + 26 (new_ordered_id); an
+    # instance keeps both, and the text view pads to the longest id on the page.
+    from switchboard.models.base import new_id, new_ordered_id
+
+    hub = Hub(world.settings, role="cli")
+    try:
+        with hub.db.write() as s:
+            now = hub.clock.now()
+            s.add_all([Delivery(id=new_id("dlv"), source_id=world.source_id, project_id=world.project_id,
+                                status="received", raw_body=b"{}", received_at=now - timedelta(seconds=1)),
+                       Delivery(id=new_ordered_id("dlv", now), source_id=world.source_id,
+                                project_id=world.project_id, status="received", raw_body=b"{}", received_at=now)])
+    finally:
+        hub.close()
+    text = subprocess.run([switchboard_exe(), "delivery", "list"], env=cli_env(world.settings.home),
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = text.strip().splitlines()
+    assert [len(line.split(" ")[0]) for line in lines] == [30, 20]
+    assert lines[0].index(" ") == 30 and lines[1].index(" 20") == 30  # the times start in one column

@@ -122,7 +122,8 @@ def delivery_list(status: str | None, source_id: str | None, limit: int,
     data = [{"id": d.id, "source_id": d.source_id, "status": d.status, "event": d.event,
              "received_at": d.received_at.isoformat(), "todo_id": d.todo_id,
              "reason": d.quarantine_reason or d.error_code, "detail": d.error_detail} for d in rows]
-    text = "\n".join(f"{d['id']:<30} {d['received_at'][:19]} {d['status']:<11} {d['event'] or '-'}"
+    width = max((len(d["id"]) for d in data), default=0)  # older ids are shorter (new_ordered_id)
+    text = "\n".join(f"{d['id']:<{width}} {d['received_at'][:19]} {d['status']:<11} {d['event'] or '-'}"
                      + (f" -> {d['todo_id']}" if d["todo_id"] else "")
                      + (f" ({d['reason']}{': ' + d['detail'] if d['detail'] else ''})" if d["reason"] else "")
                      for d in data)
