@@ -179,6 +179,76 @@ def test_postgresql_no_index_repeats_the_leading_columns_of_another(postgres_url
     _downgrade_restores_the_indexes(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))
 
 
+DELIVERY_INDEXES = {  # every stored delivery writes each of these: each has a reader
+    ("source_id", "dedup_key"): "uq_delivery_dedup: the receiver's dedup; reads by source",
+    ("source_id", "body_digest"): "uq_delivery_body_digest: replays of timestamp-less schemes",
+    ("status", "received_at"): "the sweeper, retention, and the quarantine lists (any project)",
+}
+
+
+def _delivery_indexes(url: str) -> dict[tuple[str, ...], str]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            found = [*inspector.get_indexes("deliveries"), *inspector.get_unique_constraints("deliveries")]
+    finally:
+        engine.dispose()
+    return {tuple(ix["column_names"]): DELIVERY_INDEXES.get(tuple(ix["column_names"]), "no reader") for ix in found}
+
+
+def test_sqlite_deliveries_keep_only_the_indexes_a_reader_uses(tmp_path: Path) -> None:
+    """Issue 11, migration 0024: ``ix_deliveries_project_id`` cost every stored delivery a B-tree
+    insert in the writer's transaction (about 1.5 points of the bare route in bench/ingest.py)
+    and served no query; the downgrade puts it back."""
+    from alembic import command
+
+    from switchboard.db import alembic_config
+
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    assert _delivery_indexes(settings.database_url) == DELIVERY_INDEXES
+    command.downgrade(alembic_config(settings), "0023")
+    assert _delivery_indexes(settings.database_url)[("project_id",)] == "no reader"
+    upgrade(settings)
+    assert _delivery_indexes(settings.database_url) == DELIVERY_INDEXES
+
+
+def test_postgresql_deliveries_keep_only_the_indexes_a_reader_uses(postgres_url: str, tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
+    upgrade(settings)
+    assert _delivery_indexes(settings.database_url) == DELIVERY_INDEXES
+
+
+def test_sqlite_a_projects_quarantine_list_searches_by_status(tmp_path: Path) -> None:
+    """The quarantine list of one project (the web UI's, ``delivery quarantined --project``) is
+    the reader ``ix_deliveries_project_id`` would have served: SQLite's plan for the query
+    :func:`~switchboard.intake.quarantine.page_quarantined` runs searches the status index (the
+    few quarantined rows), not the whole table."""
+    from switchboard.db import Database
+    from switchboard.intake import quarantine
+
+    settings = Settings(home=tmp_path)
+    upgrade(settings)
+    db = Database(settings)
+    ran: list[tuple[str, object]] = []
+
+    def capture(conn: object, cursor: object, statement: str, parameters: object, *_: object) -> None:
+        if "FROM deliveries" in statement:
+            ran.append((statement, parameters))
+
+    sa.event.listen(db.read_engine, "before_cursor_execute", capture)
+    try:
+        with db.read() as s:
+            assert quarantine.page_quarantined(s, ["prj_1", "prj_2"], limit=10)["deliveries"] == []
+        ((statement, parameters),) = ran
+        with db.engine.connect() as conn:
+            plan = [row[-1] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)]
+    finally:
+        db.dispose()
+    assert "SEARCH deliveries USING INDEX ix_deliveries_status_received_at (status=?)" in plan, plan
+
+
 _HOLDERS = {  # a row at 0021 holding feed id 41, for each column that holds feed ids
     "feed_events": "INSERT INTO feed_events (id, kind, title, created_at) VALUES (41, 'x', 'x', '2026-12-01')",
     "agent_cursors": "INSERT INTO agent_cursors (agent_id, stream, project_id, position) "

@@ -72,7 +72,9 @@ class Delivery(SQLModel, table=True):
     id: str = Field(default_factory=lambda: new_ordered_id("dlv"), primary_key=True, max_length=40)
     # No index of its own: uq_delivery_dedup (source_id, dedup_key) leads with it (migration 0017).
     source_id: str = Field(foreign_key="sources.id", max_length=40)
-    project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
+    # No index (migration 0024): every reader filters by status, source or id first, and a
+    # project is never deleted or re-keyed (the foreign key's parent side).
+    project_id: str = Field(foreign_key="projects.id", max_length=40)
     dedup_key: str | None = Field(default=None, max_length=300)
     body_digest: str | None = Field(default=None, max_length=64)
     """SHA-256 (hex) of the raw body for schemes whose signature has no timestamp: a replay
