@@ -179,45 +179,61 @@ def test_postgresql_no_index_repeats_the_leading_columns_of_another(postgres_url
     _downgrade_restores_the_indexes(Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url)))
 
 
-DELIVERY_INDEXES = {  # every stored delivery writes each of these: each has a reader
-    ("source_id", "dedup_key"): "uq_delivery_dedup: the receiver's dedup; reads by source",
-    ("source_id", "body_digest"): "uq_delivery_body_digest: replays of timestamp-less schemes",
-    ("status", "received_at"): "the sweeper, retention, and the quarantine lists (any project)",
+HOT_INDEXES = {  # every row written to these tables writes each index: each names its reader
+    "deliveries": {
+        ("source_id", "dedup_key"): "uq_delivery_dedup: the receiver's dedup; reads by source",
+        ("source_id", "body_digest"): "uq_delivery_body_digest: replays of timestamp-less schemes",
+        ("status", "received_at"): "the sweeper, retention, and the quarantine lists (any project)",
+    },
+    "feed_events": {
+        ("origin_key",): "uq origin_key: one event per origin",
+        ("project_id", "id"): "feed reads and the human stream by project",
+        ("project_id", "kind", "id"): "the trailer, subscriptions and kind-filtered reads",
+    },
+    "secret_refs": {},
 }
 
 
-def _delivery_indexes(url: str) -> dict[tuple[str, ...], str]:
+def _hot_indexes(url: str) -> dict[str, dict[tuple[str, ...], str]]:
     engine = sa.create_engine(url)
+    found: dict[str, dict[tuple[str, ...], str]] = {}
     try:
         with engine.connect() as conn:
             inspector = sa.inspect(conn)
-            found = [*inspector.get_indexes("deliveries"), *inspector.get_unique_constraints("deliveries")]
+            for table, readers in HOT_INDEXES.items():
+                indexes = [*inspector.get_indexes(table), *inspector.get_unique_constraints(table)]
+                found[table] = {tuple(ix["column_names"]): readers.get(tuple(ix["column_names"]), "no reader")
+                                for ix in indexes}
     finally:
         engine.dispose()
-    return {tuple(ix["column_names"]): DELIVERY_INDEXES.get(tuple(ix["column_names"]), "no reader") for ix in found}
+    return found
 
 
-def test_sqlite_deliveries_keep_only_the_indexes_a_reader_uses(tmp_path: Path) -> None:
+def test_sqlite_hot_tables_keep_only_the_indexes_a_reader_uses(tmp_path: Path) -> None:
     """Issue 11, migration 0024: ``ix_deliveries_project_id`` cost every stored delivery a B-tree
-    insert in the writer's transaction (about 1.5 points of the bare route in bench/ingest.py)
-    and served no query; the downgrade puts it back."""
+    insert in the writer's transaction (about 1-2 points of the bare route in bench/ingest.py),
+    ``ix_feed_kind_id`` every feed event and ``ix_secret_refs_project_id`` every secret ref, and
+    no query read them; the downgrade puts them back."""
     from alembic import command
 
     from switchboard.db import alembic_config
 
     settings = Settings(home=tmp_path)
     upgrade(settings)
-    assert _delivery_indexes(settings.database_url) == DELIVERY_INDEXES
+    assert _hot_indexes(settings.database_url) == HOT_INDEXES
     command.downgrade(alembic_config(settings), "0023")
-    assert _delivery_indexes(settings.database_url)[("project_id",)] == "no reader"
+    before = _hot_indexes(settings.database_url)
+    assert [(table, columns) for table, found in before.items() for columns, reader in found.items()
+            if reader == "no reader"] == [("deliveries", ("project_id",)), ("feed_events", ("kind", "id")),
+                                          ("secret_refs", ("project_id",))]
     upgrade(settings)
-    assert _delivery_indexes(settings.database_url) == DELIVERY_INDEXES
+    assert _hot_indexes(settings.database_url) == HOT_INDEXES
 
 
-def test_postgresql_deliveries_keep_only_the_indexes_a_reader_uses(postgres_url: str, tmp_path: Path) -> None:
+def test_postgresql_hot_tables_keep_only_the_indexes_a_reader_uses(postgres_url: str, tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, database_url=fresh_postgres_database(postgres_url))
     upgrade(settings)
-    assert _delivery_indexes(settings.database_url) == DELIVERY_INDEXES
+    assert _hot_indexes(settings.database_url) == HOT_INDEXES
 
 
 def test_sqlite_a_projects_quarantine_list_searches_by_status(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ class SecretRef(SQLModel, table=True):
     __tablename__ = "secret_refs"
 
     ref: str = Field(primary_key=True, max_length=40)
-    project_id: str = Field(foreign_key="projects.id", index=True, max_length=40)
+    # No index (migration 0024): refs are read by ref, and the key rotation reads them all.
+    project_id: str = Field(foreign_key="projects.id", max_length=40)
     delivery_id: str | None = Field(default=None, max_length=40)
     kind: str = Field(max_length=60)
     version: int = Field(default=1)

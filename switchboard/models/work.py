@@ -165,7 +165,7 @@ class FeedEvent(SQLModel, table=True):
         sa.Index("ix_feed_project_id", "project_id", "id"),
         # Subscriptions and kind-filtered reads: one index range per (project, kind).
         sa.Index("ix_feed_project_kind_id", "project_id", "kind", "id"),
-        sa.Index("ix_feed_kind_id", "kind", "id"),
+        # No index on (kind, id) alone (migration 0024): every read of kinds filters projects.
         # Ids are positions (cursors, Last-Event-ID): never reused on SQLite (migration 0022).
         {"sqlite_autoincrement": True},
     )

@@ -83,7 +83,7 @@ def _ranges(hub: Hub, reads: list[tuple[str, Any]], index: str, branches: list[i
     """Each statement reads ``branches[i]`` index ranges of ``index`` (or ``also``), merged by id,
     and nothing else."""
     assert len(reads) == len(branches), reads
-    others = {"ix_feed_project_id", "ix_feed_project_kind_id", "ix_feed_kind_id", "feed_events_pkey"} - {index, also}
+    others = {"ix_feed_project_id", "ix_feed_project_kind_id", "feed_events_pkey"} - {index, also}
     for (sql, values), count in zip(reads, branches):
         plan = explain(hub, sql, values)
         print(sql, plan, sep="\n")
