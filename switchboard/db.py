@@ -422,13 +422,57 @@ def alembic_config(settings: Settings) -> Any:
     return cfg
 
 
+def migrate_to(settings: Settings, revision: str) -> str:
+    """Move an existing instance's schema to ``revision``, down or up (``switchboard migrate
+    --to``): down before running an earlier release, whose migrations end there.
+
+    Returns:
+        ``revision``.
+
+    Raises:
+        InvalidArgument: ``revision`` is not one of this version's migrations.
+        NoInstance: no database (nothing to move; ``switchboard init`` makes one).
+        SchemaAhead: the database was migrated by a newer version than this one.
+        DependencyUnavailable: PostgreSQL cannot be reached.
+    """
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    from switchboard.errors import InvalidArgument
+    from switchboard.instance import secure
+    from switchboard.schema import NoInstance, current_revision, head_revision, known_revisions, refuse_newer
+
+    if revision not in known_revisions():
+        raise InvalidArgument(f"unknown revision {revision!r}: this version's run from 0001 to {head_revision()}")
+    current = current_revision(settings)
+    if current is None:
+        raise NoInstance("no Switchboard instance here to migrate: run `switchboard init` first")
+    refuse_newer(current)
+    config = alembic_config(settings)
+    newest_first = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
+    secure(settings)
+    if newest_first.index(revision) > newest_first.index(current):
+        command.downgrade(config, revision)
+    else:
+        command.upgrade(config, revision)
+    return revision
+
+
 def upgrade(settings: Settings) -> None:
     """Apply every migration up to head (``switchboard init`` and ``serve`` start-up); at head on
     PostgreSQL the same transaction keeps new event ids ahead of restored ones
-    (``migrations/env.py``, :func:`switchboard.feed.events.align_ids`)."""
+    (``migrations/env.py``, :func:`switchboard.feed.events.align_ids`).
+
+    Raises:
+        SchemaAhead: the database is at a revision this version does not have (a newer
+            version migrated it): nothing is changed.
+        DependencyUnavailable: PostgreSQL cannot be reached.
+    """
     from alembic import command
 
     from switchboard.instance import secure
+    from switchboard.schema import current_revision, refuse_newer
 
+    refuse_newer(current_revision(settings))
     secure(settings)  # folder 0700, database files 0600 (issue 13 item 5)
     command.upgrade(alembic_config(settings), "head")

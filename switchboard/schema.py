@@ -35,9 +35,32 @@ class MigrationNeeded(SwitchboardError):
     status = 409
 
 
+class SchemaAhead(SwitchboardError):
+    """The database was migrated by a newer Switchboard: its revision is not among this
+    version's migrations (a release rolled back after ``switchboard migrate``)."""
+
+    code = "schema_ahead"
+    status = 409
+
+
+@lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    """Every revision in ``migrations/versions``."""
+    return frozenset(_graph()[0])
+
+
 @lru_cache(maxsize=1)
 def head_revision() -> str:
     """The newest revision in ``migrations/versions`` (the one no other revision follows)."""
+    revisions, parents = _graph()
+    heads = sorted(revisions - parents)
+    if len(heads) != 1:
+        raise RuntimeError(f"migrations have {len(heads)} heads: {heads}")
+    return heads[0]
+
+
+def _graph() -> tuple[set[str], set[str]]:
+    """``(revisions, parents)`` read from the migration files with regular expressions."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in (_migrations_dir() / "versions").glob("*.py"):
@@ -49,10 +72,22 @@ def head_revision() -> str:
         down = _DOWN.search(text)
         if down:
             parents.update(re.findall(r"['\"]([^'\"]+)['\"]", down.group(1)))
-    heads = sorted(revisions - parents)
-    if len(heads) != 1:
-        raise RuntimeError(f"migrations have {len(heads)} heads: {heads}")
-    return heads[0]
+    return revisions, parents
+
+
+def refuse_newer(current: str | None) -> None:
+    """Stop when ``current`` (the database's revision) is not one of this version's.
+
+    Raises:
+        SchemaAhead: a newer Switchboard migrated the database; neither ``migrate`` nor any
+            command of this version can use it (Alembic itself only says it cannot locate
+            the revision, with a traceback).
+    """
+    if current is not None and current not in known_revisions():
+        head = head_revision()
+        raise SchemaAhead(f"the database is at revision {current}, which this version does not know (its newest "
+                          f"is {head}): a newer Switchboard migrated it. Run that version, or move the schema back "
+                          f"with it first: `switchboard migrate --to {head}`")
 
 
 def _migrations_dir() -> Path:
@@ -105,7 +140,8 @@ def require_at_head(settings: Settings) -> None:
 
     Raises:
         NoInstance: no database file (SQLite) or no ``alembic_version`` (PostgreSQL).
-        MigrationNeeded: the schema is behind (or ahead of) this version's migrations.
+        MigrationNeeded: the schema is behind this version's migrations.
+        SchemaAhead: a newer version migrated it (:func:`refuse_newer`).
     """
     current = current_revision(settings)
     if current is None:
@@ -120,6 +156,7 @@ def require_at_head(settings: Settings) -> None:
         where = f"{settings.home} ({origin})" if settings.is_sqlite else "SWITCHBOARD_DATABASE_URL (no schema there)"
         raise NoInstance(f"no Switchboard instance at {where}: run `switchboard init` first, "
                          "or set SWITCHBOARD_HOME to the instance folder")
+    refuse_newer(current)
     head = head_revision()
     if current != head:
         raise MigrationNeeded(f"the database is at revision {current}, this version needs {head}: "

@@ -109,6 +109,41 @@ def test_a_schema_behind_needs_migrate_and_migrate_brings_it_to_head(env: dict[s
     assert cli(env, "todo", "list") == {"todos": [], "has_more": False, "next_cursor": None}
 
 
+def test_a_schema_a_newer_version_migrated_is_refused_with_how_to_go_back(env: dict[str, str]) -> None:
+    """Rolling a release back after `switchboard migrate` (migration 0024 is the case at hand):
+    Alembic only said "Can't locate revision identified by '0099'" with a traceback from
+    `migrate`, `serve` and `worker`, and the other commands told the operator to run `migrate`."""
+    db = Path(env["SWITCHBOARD_HOME"]) / "switchboard.db"
+    _sql(db, "update alembic_version set version_num = '0099'")
+    for args in (("todo", "list"), ("migrate",), ("migrate", "--to", head_revision())):
+        err = fails(env, *args)
+        assert err["code"] == "schema_ahead", err
+        assert err["message"] == (f"the database is at revision 0099, which this version does not know (its newest "
+                                  f"is {head_revision()}): a newer Switchboard migrated it. Run that version, or move "
+                                  f"the schema back with it first: `switchboard migrate --to {head_revision()}`")
+    proc = subprocess.run([switchboard_exe(), "serve", "--port", str(free_port())], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error schema_ahead: the database is at revision 0099"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert _sql(db, "select version_num from alembic_version") == [("0099",)]  # nothing was changed
+
+
+def test_migrate_to_moves_the_schema_back_for_an_earlier_release_and_forward_again(env: dict[str, str]) -> None:
+    db = Path(env["SWITCHBOARD_HOME"]) / "switchboard.db"
+    index = "select name from sqlite_master where name = 'ix_deliveries_project_id'"
+    assert cli(env, "migrate", "--to", "0023") == {"before": head_revision(), "revision": "0023"}
+    assert _sql(db, "select version_num from alembic_version") == [("0023",)]
+    assert _sql(db, index) == [("ix_deliveries_project_id",)]  # 0024's downgrade ran
+    assert fails(env, "todo", "list")["code"] == "migration_needed"
+    assert cli(env, "migrate", "--to", head_revision()) == {"before": "0023", "revision": head_revision()}
+    assert _sql(db, index) == []
+    err = fails(env, "migrate", "--to", "0")
+    assert (err["code"], err["message"]) == (
+        "invalid_argument", f"unknown revision '0': this version's run from 0001 to {head_revision()}"), err
+    assert cli(env, "todo", "list")["todos"] == []
+
+
 # --- source show -------------------------------------------------------------------------------------
 
 def test_source_show_counts_refusals_by_reason_without_bodies_or_signatures(tmp_path: Path,

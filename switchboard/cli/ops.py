@@ -22,18 +22,25 @@ def init() -> tuple[dict[str, Any], str]:
 
 
 @main.command("migrate")
+@click.option("--to", "target", metavar="REVISION", default=None,
+              help="Move the schema to this revision instead of the newest: an older one before "
+                   "running an earlier release (rolling back), the newest by default.")
 @admin
-def migrate_cmd() -> tuple[dict[str, Any], str]:
-    """Apply database migrations up to this version's head (safe while serving)."""
-    from switchboard.db import upgrade
+def migrate_cmd(target: str | None) -> tuple[dict[str, Any], str]:
+    """Apply database migrations up to this version's head (safe while serving), or move the
+    schema back with --to before rolling back to an earlier release."""
+    from switchboard.db import migrate_to, upgrade
     from switchboard.schema import current_revision, head_revision
 
     settings = load_settings()
     before = current_revision(settings)
-    upgrade(settings)
-    head = head_revision()
-    text = f"schema at {head}" + (f" (was {before})" if before != head else " (already)")
-    return {"before": before, "revision": head}, text
+    if target is None or target == head_revision():
+        upgrade(settings)
+        after = head_revision()
+    else:
+        after = migrate_to(settings, target)
+    text = f"schema at {after}" + (f" (was {before})" if before != after else " (already)")
+    return {"before": before, "revision": after}, text
 
 
 @main.command("prune")
