@@ -431,6 +431,8 @@ def migrate_to(settings: Settings, revision: str) -> str:
 
     Raises:
         InvalidArgument: ``revision`` is not one of this version's migrations.
+        Conflict: moving down while this instance's ``serve`` runs (it would go on writing
+            with this version's schema): stop it first.
         NoInstance: no database (nothing to move; ``switchboard init`` makes one).
         SchemaAhead: the database was migrated by a newer version than this one.
         DependencyUnavailable: PostgreSQL cannot be reached.
@@ -438,12 +440,13 @@ def migrate_to(settings: Settings, revision: str) -> str:
     from alembic import command
     from alembic.script import ScriptDirectory
 
-    from switchboard.errors import InvalidArgument
-    from switchboard.instance import secure
+    from switchboard.errors import Conflict, InvalidArgument
+    from switchboard.instance import secure, served_url
     from switchboard.schema import NoInstance, current_revision, head_revision, known_revisions, refuse_newer
 
     if revision not in known_revisions():
-        raise InvalidArgument(f"unknown revision {revision!r}: this version's run from 0001 to {head_revision()}")
+        raise InvalidArgument(f"unknown revision {revision!r}: this version's revisions are 0001 to {head_revision()} "
+                              "(the four digits that start each file name in migrations/versions)")
     current = current_revision(settings)
     if current is None:
         raise NoInstance("no Switchboard instance here to migrate: run `switchboard init` first")
@@ -452,6 +455,10 @@ def migrate_to(settings: Settings, revision: str) -> str:
     newest_first = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
     secure(settings)
     if newest_first.index(revision) > newest_first.index(current):
+        running = served_url(settings)
+        if running is not None:
+            raise Conflict(f"`switchboard serve` is running for this instance ({running}): stop it, and every "
+                           "`switchboard worker`, before moving the schema back")
         command.downgrade(config, revision)
     else:
         command.upgrade(config, revision)

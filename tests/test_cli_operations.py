@@ -140,8 +140,26 @@ def test_migrate_to_moves_the_schema_back_for_an_earlier_release_and_forward_aga
     assert _sql(db, index) == []
     err = fails(env, "migrate", "--to", "0")
     assert (err["code"], err["message"]) == (
-        "invalid_argument", f"unknown revision '0': this version's run from 0001 to {head_revision()}"), err
+        "invalid_argument", f"unknown revision '0': this version's revisions are 0001 to {head_revision()} "
+                            "(the four digits that start each file name in migrations/versions)"), err
     assert cli(env, "todo", "list")["todos"] == []
+
+
+def test_migrate_to_refuses_to_move_the_schema_back_under_a_running_serve(tmp_path: Path,
+                                                                         env: dict[str, str]) -> None:
+    """A new-user run: `migrate --to 0023` under a running `serve` succeeded, and `serve` went on
+    taking deliveries on a schema older than its own (only `/ready` said so)."""
+    server = start_serve(env, free_port(), tmp_path / "serve.log")
+    try:
+        err = fails(env, "migrate", "--to", "0023")
+        assert err == {"code": "conflict", "message": f"`switchboard serve` is running for this instance "
+                                                      f"({server.url}): stop it, and every `switchboard worker`, "
+                                                      "before moving the schema back"}, err
+        db = Path(env["SWITCHBOARD_HOME"]) / "switchboard.db"
+        assert _sql(db, "select version_num from alembic_version") == [(head_revision(),)]
+    finally:
+        stop(server.proc)
+    assert cli(env, "migrate", "--to", "0023")["revision"] == "0023"
 
 
 # --- source show -------------------------------------------------------------------------------------
