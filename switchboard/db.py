@@ -453,12 +453,13 @@ def migrate_to(settings: Settings, revision: str) -> str:
     refuse_newer(current)
     config = alembic_config(settings)
     newest_first = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
-    secure(settings)
-    if newest_first.index(revision) > newest_first.index(current):
-        running = served_url(settings)
-        if running is not None:
-            raise Conflict(f"`switchboard serve` is running for this instance ({running}): stop it, and every "
-                           "`switchboard worker`, before moving the schema back")
+    down = newest_first.index(revision) > newest_first.index(current)
+    running = served_url(settings) if down else None
+    if running is not None:
+        raise Conflict(f"`switchboard serve` is running for this instance ({running}): stop it, and every "
+                       "`switchboard worker`, before moving the schema back")
+    secure(settings)  # folder 0700, database files 0600, as upgrade()
+    if down:
         command.downgrade(config, revision)
     else:
         command.upgrade(config, revision)

@@ -43,10 +43,9 @@ class SchemaAhead(SwitchboardError):
     status = 409
 
 
-@lru_cache(maxsize=1)
 def known_revisions() -> frozenset[str]:
     """Every revision in ``migrations/versions``."""
-    return frozenset(_graph()[0])
+    return _graph()[0]
 
 
 @lru_cache(maxsize=1)
@@ -59,8 +58,9 @@ def head_revision() -> str:
     return heads[0]
 
 
-def _graph() -> tuple[set[str], set[str]]:
-    """``(revisions, parents)`` read from the migration files with regular expressions."""
+@lru_cache(maxsize=1)
+def _graph() -> tuple[frozenset[str], frozenset[str]]:
+    """``(revisions, parents)`` read from the migration files with regular expressions (once)."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in (_migrations_dir() / "versions").glob("*.py"):
@@ -72,7 +72,7 @@ def _graph() -> tuple[set[str], set[str]]:
         down = _DOWN.search(text)
         if down:
             parents.update(re.findall(r"['\"]([^'\"]+)['\"]", down.group(1)))
-    return revisions, parents
+    return frozenset(revisions), frozenset(parents)
 
 
 def refuse_newer(current: str | None) -> None:
