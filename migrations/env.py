@@ -9,6 +9,7 @@ from sqlalchemy import engine_from_config, pool
 
 from switchboard.feed.events import align_ids
 from switchboard.models import metadata
+from switchboard.schema import refuse_newer
 
 log = logging.getLogger("switchboard.db")
 
@@ -50,6 +51,9 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         compare_type=True,
     )
     with context.begin_transaction():
+        # A revision these files do not have (a newer release migrated the database): a clear
+        # error for every command that migrates, before Alembic's "Can't locate revision".
+        refuse_newer(context.get_context().get_current_revision())
         context.run_migrations()
         # At head on PostgreSQL, in the same transaction: new event ids ahead of the ones the
         # database holds (a dump restored into another cluster; migration 0023).

@@ -427,7 +427,7 @@ def migrate_to(settings: Settings, revision: str) -> str:
     --to``): down before running an earlier release, whose migrations end there.
 
     Returns:
-        ``revision``.
+        The revision the schema was at before.
 
     Raises:
         InvalidArgument: ``revision`` is not one of this version's migrations.
@@ -463,7 +463,7 @@ def migrate_to(settings: Settings, revision: str) -> str:
         command.downgrade(config, revision)
     else:
         command.upgrade(config, revision)
-    return revision
+    return current
 
 
 def upgrade(settings: Settings) -> None:
@@ -473,14 +473,13 @@ def upgrade(settings: Settings) -> None:
 
     Raises:
         SchemaAhead: the database is at a revision this version does not have (a newer
-            version migrated it): nothing is changed.
+            version migrated it; raised by the migration environment, ``migrations/env.py``,
+            before any migration runs): the database is not changed.
         DependencyUnavailable: PostgreSQL cannot be reached.
     """
     from alembic import command
 
     from switchboard.instance import secure
-    from switchboard.schema import current_revision, refuse_newer
 
-    refuse_newer(current_revision(settings))
     secure(settings)  # folder 0700, database files 0600 (issue 13 item 5)
     command.upgrade(alembic_config(settings), "head")

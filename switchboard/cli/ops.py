@@ -33,12 +33,12 @@ def migrate_cmd(target: str | None) -> tuple[dict[str, Any], str]:
     from switchboard.schema import current_revision, head_revision
 
     settings = load_settings()
-    before = current_revision(settings)
     if target is None or target == head_revision():
+        before = current_revision(settings)
         upgrade(settings)
         after = head_revision()
     else:
-        after = migrate_to(settings, target)
+        before, after = migrate_to(settings, target), target
     text = f"schema at {after}" + (f" (was {before})" if before != after else " (already)")
     return {"before": before, "revision": after}, text
 
