@@ -422,50 +422,6 @@ def alembic_config(settings: Settings) -> Any:
     return cfg
 
 
-def migrate_to(settings: Settings, revision: str) -> str:
-    """Move an existing instance's schema to ``revision``, down or up (``switchboard migrate
-    --to``): down before running an earlier release, whose migrations end there.
-
-    Returns:
-        The revision the schema was at before.
-
-    Raises:
-        InvalidArgument: ``revision`` is not one of this version's migrations.
-        Conflict: moving down while this instance's ``serve`` runs (it would go on writing
-            with this version's schema): stop it first.
-        NoInstance: no database (nothing to move; ``switchboard init`` makes one).
-        SchemaAhead: the database was migrated by a newer version than this one.
-        DependencyUnavailable: PostgreSQL cannot be reached.
-    """
-    from alembic import command
-    from alembic.script import ScriptDirectory
-
-    from switchboard.errors import Conflict, InvalidArgument
-    from switchboard.instance import secure, served_url
-    from switchboard.schema import NoInstance, current_revision, head_revision, known_revisions, refuse_newer
-
-    if revision not in known_revisions():
-        raise InvalidArgument(f"unknown revision {revision!r}: this version's revisions are 0001 to {head_revision()} "
-                              "(the four digits that start each file name in migrations/versions)")
-    current = current_revision(settings)
-    if current is None:
-        raise NoInstance("no Switchboard instance here to migrate: run `switchboard init` first")
-    refuse_newer(current)
-    config = alembic_config(settings)
-    newest_first = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
-    down = newest_first.index(revision) > newest_first.index(current)
-    running = served_url(settings) if down else None
-    if running is not None:
-        raise Conflict(f"`switchboard serve` is running for this instance ({running}): stop it, and every "
-                       "`switchboard worker`, before moving the schema back")
-    secure(settings)  # folder 0700, database files 0600, as upgrade()
-    if down:
-        command.downgrade(config, revision)
-    else:
-        command.upgrade(config, revision)
-    return current
-
-
 def upgrade(settings: Settings) -> None:
     """Apply every migration up to head (``switchboard init`` and ``serve`` start-up); at head on
     PostgreSQL the same transaction keeps new event ids ahead of restored ones

@@ -4,13 +4,15 @@ A full ``alembic upgrade head`` builds Alembic's script directory and an engine 
 second). Only ``init``, ``serve``, ``worker`` and ``migrate`` upgrade; every other command
 calls :func:`require_at_head`, which reads the head revision from the migration files with a
 regular expression and the database's ``alembic_version`` with the bare driver (``sqlite3`` or
-psycopg): a few milliseconds (``bench/cli_start.py`` measures it).
+psycopg): a few milliseconds (``bench/cli_start.py`` measures it). :func:`migrate_to` moves
+a schema down or up for ``switchboard migrate --to`` (rolling a release back).
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,6 +42,14 @@ class SchemaAhead(SwitchboardError):
     version's migrations (a release rolled back after ``switchboard migrate``)."""
 
     code = "schema_ahead"
+    status = 409
+
+
+class ConfirmationRequired(SwitchboardError):
+    """Moving the schema down drops what the later migrations added, data included: run again
+    with ``--yes`` (``switchboard migrate --to``)."""
+
+    code = "confirmation_required"
     status = 409
 
 
@@ -87,7 +97,7 @@ def refuse_newer(current: str | None) -> None:
         head = head_revision()
         raise SchemaAhead(f"the database is at revision {current}, which this version does not know (its newest "
                           f"is {head}): a newer Switchboard migrated it. Run that version, or move the schema back "
-                          f"with it first: `switchboard migrate --to {head}`")
+                          f"with it first: `switchboard migrate --to {head} --yes`")
 
 
 def _migrations_dir() -> Path:
@@ -161,3 +171,88 @@ def require_at_head(settings: Settings) -> None:
     if current != head:
         raise MigrationNeeded(f"the database is at revision {current}, this version needs {head}: "
                               "run `switchboard migrate` (serve and worker also migrate at start)")
+
+
+def migrate_to(settings: Settings, revision: str, confirmed: bool = False) -> tuple[str, str | None]:
+    """Move an existing instance's schema to ``revision``, down or up (``switchboard migrate
+    --to``): down before running an earlier release, whose migrations end there.
+
+    Moving down runs the downgrades of every later migration, which drop what each added: tables
+    and columns, with their data (going back to 0001 drops, for one, who owns each project). It
+    is refused unless ``confirmed`` (the CLI's ``--yes``); on SQLite a copy of the database as it
+    was is then written beside it first (:func:`switchboard.backup.backup`, mode 0600), so nothing
+    is lost. On PostgreSQL the refusal gives the ``pg_dump`` command to run first.
+
+    Returns:
+        ``(the revision the schema was at before, the path of the copy made first or None)``.
+
+    Raises:
+        InvalidArgument: ``revision`` is not one of this version's migrations.
+        Conflict: moving down while this instance's ``serve`` runs (it would go on writing
+            with this version's schema): stop it first.
+        ConfirmationRequired: moving down without ``confirmed``; nothing changed.
+        NoInstance: no database (nothing to move; ``switchboard init`` makes one).
+        SchemaAhead: the database was migrated by a newer version than this one.
+        DependencyUnavailable: PostgreSQL cannot be reached.
+    """
+    from alembic import command
+    from alembic.script import ScriptDirectory
+
+    from switchboard.db import alembic_config
+    from switchboard.errors import Conflict, InvalidArgument
+    from switchboard.instance import secure, served_url
+
+    if revision not in known_revisions():
+        raise InvalidArgument(f"unknown revision {revision!r}: this version's revisions are 0001 to {head_revision()} "
+                              "(the four digits that start each file name in migrations/versions)")
+    current = current_revision(settings)
+    if current is None:
+        raise NoInstance("no Switchboard instance here to migrate: run `switchboard init` first")
+    refuse_newer(current)
+    config = alembic_config(settings)
+    newest_first = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
+    undone = newest_first.index(revision) - newest_first.index(current)
+    down = undone > 0
+    running = served_url(settings) if down else None
+    if running is not None:
+        raise Conflict(f"`switchboard serve` is running for this instance ({running}): stop it, and every "
+                       "`switchboard worker`, before moving the schema back")
+    copy = _copy_path(settings, current) if down else None
+    if down and not confirmed:
+        what = (f"moving the schema down from {current} to {revision} undoes {undone} migration"
+                f"{'s' if undone > 1 else ''}, whose downgrades drop what each added (tables and columns, "
+                "with their data)")
+        if not settings.is_sqlite:
+            from switchboard.backup import pg_dump_command
+
+            dump = settings.home / f"switchboard-at-{current}.dump"
+            raise ConfirmationRequired(f"{what}. Back the database up first ({pg_dump_command(settings, dump)}), "
+                                       "then run again with --yes")
+        where = "" if copy is None else (f": a copy of the database at {current} is written first, to "
+                                         f"{copy.parent}/{copy.stem.rsplit('-', 1)[0]}-<UTC time>.db")
+        raise ConfirmationRequired(f"{what}. Run again with --yes{where}")
+    secure(settings)  # folder 0700, database files 0600, as upgrade()
+    if down:
+        if copy is not None:
+            from switchboard.backup import backup
+
+            backup(settings, copy)
+        command.downgrade(config, revision)
+    else:
+        command.upgrade(config, revision)
+    return current, None if copy is None else str(copy)
+
+
+def _copy_path(settings: Settings, current: str) -> Path | None:
+    """Where :func:`migrate_to` copies a SQLite database before moving it down: beside it,
+    named for its revision and the UTC second (``switchboard-at-0024-20261207T155012Z.db``);
+    ``None`` on PostgreSQL (and for an in-memory database)."""
+    db = settings.sqlite_path if settings.is_sqlite else None
+    if db is None:
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path, n = db.with_name(f"{db.stem}-at-{current}-{stamp}.db"), 1
+    while path.exists():  # a second move down within the same second
+        n += 1
+        path = db.with_name(f"{db.stem}-at-{current}-{stamp}-{n}.db")
+    return path

@@ -105,7 +105,7 @@ def test_a_schema_behind_needs_migrate_and_migrate_brings_it_to_head(env: dict[s
     assert head_revision() in err["message"]
     _sql(db, "update alembic_version set version_num = ?", head_revision())
     out = cli(env, "migrate")
-    assert out == {"before": head_revision(), "revision": head_revision()}
+    assert out == {"before": head_revision(), "revision": head_revision(), "copy": None}
     assert cli(env, "todo", "list") == {"todos": [], "has_more": False, "next_cursor": None}
 
 
@@ -120,7 +120,7 @@ def test_a_schema_a_newer_version_migrated_is_refused_with_how_to_go_back(env: d
         assert err["code"] == "schema_ahead", err
         assert err["message"] == (f"the database is at revision 0099, which this version does not know (its newest "
                                   f"is {head_revision()}): a newer Switchboard migrated it. Run that version, or move "
-                                  f"the schema back with it first: `switchboard migrate --to {head_revision()}`")
+                                  f"the schema back with it first: `switchboard migrate --to {head_revision()} --yes`")
     proc = subprocess.run([switchboard_exe(), "serve", "--port", str(free_port())], env=env, capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -130,19 +130,55 @@ def test_a_schema_a_newer_version_migrated_is_refused_with_how_to_go_back(env: d
 
 
 def test_migrate_to_moves_the_schema_back_for_an_earlier_release_and_forward_again(env: dict[str, str]) -> None:
-    db = Path(env["SWITCHBOARD_HOME"]) / "switchboard.db"
+    home = Path(env["SWITCHBOARD_HOME"])
+    db = home / "switchboard.db"
     index = "select name from sqlite_master where name = 'ix_deliveries_project_id'"
-    assert cli(env, "migrate", "--to", "0023") == {"before": head_revision(), "revision": "0023"}
+    moved = cli(env, "migrate", "--to", "0023", "--yes")
+    assert (moved["before"], moved["revision"]) == (head_revision(), "0023")
     assert _sql(db, "select version_num from alembic_version") == [("0023",)]
     assert _sql(db, index) == [("ix_deliveries_project_id",)]  # 0024's downgrade ran
     assert fails(env, "todo", "list")["code"] == "migration_needed"
-    assert cli(env, "migrate", "--to", head_revision()) == {"before": "0023", "revision": head_revision()}
+    assert cli(env, "migrate", "--to", head_revision()) == {"before": "0023", "revision": head_revision(), "copy": None}
     assert _sql(db, index) == []
     err = fails(env, "migrate", "--to", "0")
     assert (err["code"], err["message"]) == (
         "invalid_argument", f"unknown revision '0': this version's revisions are 0001 to {head_revision()} "
                             "(the four digits that start each file name in migrations/versions)"), err
     assert cli(env, "todo", "list")["todos"] == []
+
+
+def test_moving_the_schema_down_needs_yes_and_keeps_a_copy_of_what_the_downgrades_drop(env: dict[str, str]) -> None:
+    """A new-user run: `migrate --to 0001` then `migrate` answered exit 0 and silently lost every
+    project's owner, the inbox and the refusal tallies (the later migrations' downgrades drop their
+    tables and columns); one mistyped revision (0001 for 0021) was enough."""
+    home = Path(env["SWITCHBOARD_HOME"])
+    db = home / "switchboard.db"
+    owners = "select count(*) from project_owners"
+    assert _sql(db, owners) == [(1,)]
+    err = fails(env, "migrate", "--to", "0001")
+    head = head_revision()
+    assert (err["code"], err["message"]) == (
+        "confirmation_required",
+        (f"moving the schema down from {head} to 0001 undoes {int(head) - 1} migrations, whose downgrades drop what "
+         f"each added (tables and columns, with their data). Run again with --yes: a copy of the database at {head} "
+         f"is written first, to {home}/switchboard-at-{head}-<UTC time>.db")), err
+    assert _sql(db, "select version_num from alembic_version") == [(head,)]  # nothing changed
+    assert list(home.glob("switchboard-at-*")) == []
+    moved = cli(env, "migrate", "--to", "0001", "--yes")
+    copies = list(home.glob(f"switchboard-at-{head}-*.db"))
+    assert len(copies) == 1 and moved == {"before": head, "revision": "0001", "copy": str(copies[0])}
+    assert copies[0].stat().st_mode & 0o777 == 0o600
+    assert _sql(copies[0], "select version_num from alembic_version") == [(head,)]
+    assert _sql(copies[0], owners) == [(1,)]  # what the downgrades dropped is in the copy
+    text = run(env, "migrate")
+    assert text.returncode == 0 and text.stdout.strip() == f"schema at {head} (was 0001)", text.stdout + text.stderr
+    assert _sql(db, owners) == [(0,)]  # the live database lost it, as the refusal said
+    one = run(env, "migrate", "--to", "0023", "--yes")
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.strip().startswith(f"schema at 0023 (was {head}); the database as it was at {head} is "
+                                         f"copied to {home}/switchboard-at-{head}-"), one.stdout
+    assert fails(env, "migrate", "--to", "0022")["message"].startswith(
+        "moving the schema down from 0023 to 0022 undoes 1 migration, whose downgrades drop")
 
 
 def test_migrate_to_refuses_to_move_the_schema_back_under_a_running_serve(tmp_path: Path,
@@ -159,7 +195,7 @@ def test_migrate_to_refuses_to_move_the_schema_back_under_a_running_serve(tmp_pa
         assert _sql(db, "select version_num from alembic_version") == [(head_revision(),)]
     finally:
         stop(server.proc)
-    assert cli(env, "migrate", "--to", "0023")["revision"] == "0023"
+    assert cli(env, "migrate", "--to", "0023", "--yes")["revision"] == "0023"
 
 
 # --- source show -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """A PostgreSQL backup restored into another cluster, as README "Backup and restore" says
-(``pg_dump``, ``pg_restore``, ``switchboard migrate``): the feed goes on where it was.
+(``pg_dump``, ``pg_restore``, ``switchboard migrate``): the feed goes on where it was; and
+``migrate --to`` asking for a ``pg_dump`` before it moves the schema down.
 
 Feed and agent event ids are made from transaction ids (migration 0014). A cluster that has
 run longer than the one restored into holds ids ahead of every new one: without the offset of
@@ -9,6 +10,7 @@ Real tools, a real second cluster (``tests.services.running_postgres``).
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -20,7 +22,8 @@ from switchboard.db import upgrade
 from switchboard.feed import events as feed
 from switchboard.feed import pages
 from switchboard.hub import Hub
-from tests.conftest import cli, cli_env
+from switchboard.schema import head_revision
+from tests.conftest import cli, cli_env, switchboard_exe
 from tests.services import _libpq_url, _postgres_bindir, fresh_postgres_database, running_postgres
 
 
@@ -72,3 +75,27 @@ def test_a_dump_restored_into_a_new_cluster_goes_on_counting(postgres_url: str, 
             assert _read_titles(restored, agent_id) == ["after the restore"]
         finally:
             restored.close()
+
+
+def test_moving_a_postgresql_schema_down_asks_for_a_pg_dump_first(postgres_url: str, tmp_path: Path) -> None:
+    """`migrate --to` on PostgreSQL: no copy can be made beside the database, so moving down is
+    refused with the `pg_dump` command to run first (password left out), then done with --yes."""
+    url = fresh_postgres_database(postgres_url)
+    env = cli_env(tmp_path / "home", SWITCHBOARD_DATABASE_URL=url)
+    cli(env, "migrate")
+    head = head_revision()
+    proc = subprocess.run([switchboard_exe(), "migrate", "--to", "0023", "--json"], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = json.loads(proc.stdout)["error"]
+    assert err["code"] == "confirmation_required", err
+    assert err["message"].startswith(f"moving the schema down from {head} to 0023 undoes 1 migration, whose "
+                                     "downgrades drop what each added (tables and columns, with their data). "
+                                     "Back the database up first (pg_dump --format=custom --file "
+                                     f"'{tmp_path / 'home'}/switchboard-at-{head}.dump' 'postgresql://"), err
+    assert err["message"].endswith("'), then run again with --yes"), err
+    with psycopg.connect(_libpq_url(url)) as conn:
+        assert conn.execute("select version_num from alembic_version").fetchone() == (head,)
+    assert cli(env, "migrate", "--to", "0023", "--yes") == {"before": head, "revision": "0023", "copy": None}
+    with psycopg.connect(_libpq_url(url)) as conn:
+        assert conn.execute("select version_num from alembic_version").fetchone() == ("0023",)

@@ -25,22 +25,28 @@ def init() -> tuple[dict[str, Any], str]:
 @click.option("--to", "target", metavar="REVISION", default=None,
               help="Move the schema to this revision instead of the newest: an older one before "
                    "running an earlier release (rolling back), the newest by default.")
+@click.option("--yes", is_flag=True,
+              help="Confirm moving the schema down: the later migrations' downgrades drop what they "
+                   "added, data included (SQLite: a copy of the database is written beside it first).")
 @admin
-def migrate_cmd(target: str | None) -> tuple[dict[str, Any], str]:
+def migrate_cmd(target: str | None, yes: bool) -> tuple[dict[str, Any], str]:
     """Apply database migrations up to this version's head (safe while serving), or move the
-    schema back with --to before rolling back to an earlier release."""
-    from switchboard.db import migrate_to, upgrade
-    from switchboard.schema import current_revision, head_revision
+    schema back with --to (and --yes) before rolling back to an earlier release."""
+    from switchboard.db import upgrade
+    from switchboard.schema import current_revision, head_revision, migrate_to
 
     settings = load_settings()
+    copy = None
     if target is None or target == head_revision():
         before = current_revision(settings)
         upgrade(settings)
         after = head_revision()
     else:
-        before, after = migrate_to(settings, target), target
+        (before, copy), after = migrate_to(settings, target, confirmed=yes), target
     text = f"schema at {after}" + (f" (was {before})" if before != after else " (already)")
-    return {"before": before, "revision": after}, text
+    if copy is not None:
+        text += f"; the database as it was at {before} is copied to {copy}"
+    return {"before": before, "revision": after, "copy": copy}, text
 
 
 @main.command("prune")
