@@ -171,7 +171,14 @@ class HeaderTimeoutProtocol(H11Protocol):
         """Send what is buffered and a FIN; discard what the client still sends (module docstring).
         Its end is the connection's deadline, on the connection's one timer:
         :data:`LINGER_IDLE_SECONDS` after the last chunk read, :data:`LINGER_SECONDS` at most."""
-        self.transport.write_eof()  # what the wrapper holds first
+        try:
+            self.transport.write_eof()  # what the wrapper holds first
+        except OSError:
+            # The client reset the connection meanwhile (ENOTCONN from shutdown()): nothing to
+            # linger for. Raised into the request cycle, it logged an "unhandled error" with a
+            # traceback, per connection, for anyone who opens and drops connections (a break run).
+            self.transport.abort_linger()  # type: ignore[attr-defined]
+            return
         self._linger_end = self.loop.time() + LINGER_SECONDS
         self._arm(min(LINGER_IDLE_SECONDS, LINGER_SECONDS), "linger")
         self.flow.resume_reading()  # uvicorn may have paused reads on a full request buffer
