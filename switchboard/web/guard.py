@@ -9,7 +9,8 @@ route cannot skip it (issue 13 items 2 and 8):
    body is read or a query parameter is parsed; otherwise 401. The views resolve it again.
 2. A ``Content-Length`` over the limit is refused with 413 before reading (REST, tools and
    ``/mcp``: ``rest_max_body_bytes``, default 1 MiB; ``/hooks``: ``max_body_bytes``); a chunked
-   body is cut off at the limit.
+   body is cut off at the limit. A request with both ``Content-Length`` and
+   ``Transfer-Encoding`` is refused 400 and its connection closed (RFC 9112 §6.1).
 3. The body must arrive within ``body_timeout_seconds`` of the request's headers, else 408: the
    server protocol enforces it (:mod:`switchboard.web.server_protocol`, one timer per
    connection), so a body trickled a byte a second holds nothing for long.
@@ -33,7 +34,14 @@ from typing import TYPE_CHECKING
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from switchboard.errors import NotFound, PayloadTooLarge, RateLimited, SwitchboardError, Unauthenticated
+from switchboard.errors import (
+    MalformedRequest,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    SwitchboardError,
+    Unauthenticated,
+)
 from switchboard.text import whole_number
 from switchboard.web.ingest import NO_SUCH_SOURCE, known_source
 from switchboard.web.problems import from_error
@@ -69,6 +77,31 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
+
+
+class AmbiguousFraming(MalformedRequest):
+    """The request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1): send one."""
+
+
+AMBIGUOUS = "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1): send one of them"
+""":class:`AmbiguousFraming`'s message. Refused with ``Connection: close`` (RFC 9112 §6.1: the server MUST close the connection after
+such a request): the HTTP parser frames it by Transfer-Encoding, and a front end that framed it
+by Content-Length would read what follows the chunked body as a second request (a break run
+smuggled a ``GET /api/v1/health`` that way)."""
+
+
+def _framing(scope: Scope) -> tuple[str | None, bool]:
+    """The request's ``Content-Length`` (the first) and whether it has a ``Transfer-Encoding``, in
+    one pass over the headers."""
+    declared, encoded = None, False
+    for key, value in scope.get("headers", []):
+        key = key.lower()
+        if key == b"content-length":
+            if declared is None:
+                declared = value.decode("latin-1")
+        elif key == b"transfer-encoding":
+            encoded = True
+    return declared, encoded
 
 
 def authenticate_any(hub: Hub, authorization: str | None) -> dict[str, str]:
@@ -120,6 +153,10 @@ class RequestGuard:
         # source places, and an /api body was read before its token was checked (a review).
         path = route_path(scope)
         try:
+            if scope.get("method") not in BODY_METHODS:  # the body methods': in _buffer, in its one pass
+                declared, encoded = _framing(scope)
+                if encoded and declared is not None:
+                    raise AmbiguousFraming(AMBIGUOUS)
             if path.startswith("/hooks/"):
                 await self._hook(scope, receive, send, path)
                 return
@@ -190,7 +227,9 @@ class RequestGuard:
             PayloadTooLarge: declared or actual size over ``limit``.
             _ClientGone: the client disconnected before the whole body arrived.
         """
-        declared = _header(scope, b"content-length")
+        declared, encoded = _framing(scope)
+        if encoded and declared is not None:
+            raise AmbiguousFraming(AMBIGUOUS)
         size = None if declared is None else whole_number(declared.strip(), 19)
         if declared is not None and (size is None or size > limit):
             # Not a number, or past 19 digits (over any limit): refused as too large.
@@ -230,7 +269,7 @@ async def _refuse(exc: SwitchboardError, scope: Scope, receive: Receive, send: S
         response.headers["WWW-Authenticate"] = "Bearer"
     if exc.status == 429:
         response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    if exc.status in (404, 408, 413):
+    if exc.status in (404, 408, 413) or isinstance(exc, AmbiguousFraming):
         # The rest of the body is not read: close, with the server's lingering close, so a client
         # still sending (one that reads only after writing its body) reads this answer instead
         # of a reset when the header timer fires (a 404 before the body: review, 20 MiB at 1.5 MB/s).

@@ -750,3 +750,32 @@ def test_a_lingering_close_on_a_connection_the_client_reset_ends_quietly() -> No
         await server.wait_closed()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+def test_a_request_with_both_content_length_and_transfer_encoding_is_400_and_the_connection_closes(
+        live: LiveApp, method: str) -> None:
+    """A break run: a signed chunked delivery whose Content-Length also covered an appended
+    `GET /api/v1/health` got two answers on one connection (202, then 200): the parser framed it
+    by Transfer-Encoding and kept the connection. Behind a front end that frames by
+    Content-Length, that is request smuggling; RFC 9112 §6.1 says the server MUST close the
+    connection after such a request. Refused before the body is read, then closed."""
+    body = b'{"zen": "x"}'
+    smuggled = b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) + smuggled
+    headers = "".join(f"{k}: {v}\r\n" for k, v in github_headers(body, live.world.secret).items()
+                      if k.lower() != "content-length")
+    request = (f"{method} /hooks/{live.world.source_id} HTTP/1.1\r\nHost: x\r\n{headers}"
+               f"Transfer-Encoding: chunked\r\nContent-Length: {len(chunked)}\r\n\r\n").encode() + chunked
+    response, _ = _raw(live.url, request)
+    assert response.count(b"HTTP/1.1 ") == 1, response  # one answer, then the connection closed
+    assert _status(response) == 400, response[:300]
+    head, _, payload = response.partition(b"\r\n\r\n")
+    assert b"connection: close" in head.lower()
+    assert json.loads(payload) == {
+        **json.loads(payload), "code": "malformed_request",
+        "detail": "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1): send one of them"}
+    with live.hub.db.read() as s:
+        import sqlalchemy as sa
+
+        assert s.execute(sa.text("select count(*) from deliveries")).scalar() == 0  # nothing was stored
