@@ -9,8 +9,11 @@ the database file ``0600`` before SQLite first opens it covers them too (its uni
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from switchboard.config import Settings
@@ -147,3 +150,52 @@ def served_url(settings: Settings) -> str | None:
     """
     record = _live_record(settings)
     return None if record is None else str(record["url"])
+
+
+RUNNING_LOCK = "running.lock"
+"""In the instance folder: every ``serve`` and ``worker`` of this instance on this machine holds a
+shared ``flock`` on it from its start (before it migrates) to its exit, and ``migrate --to``
+takes it exclusively while it moves the schema down (:func:`exclusive_or_none`). The kernel
+drops a lock with its process, so a ``serve`` killed with ``kill -9`` leaves none behind. A
+break run moved the schema under a running ``serve`` that :func:`served_url` did not see (one
+listening on another address than the CLI's ``SWITCHBOARD_HOST``, or still starting)."""
+
+_held: dict[Path, int] = {}  # this process's shared locks by instance folder, kept open until exit
+
+
+def hold_running_lock(settings: Settings) -> None:
+    """Take the shared lock on :data:`RUNNING_LOCK` for the rest of this process (``serve`` and
+    ``worker`` at start). Waits while a ``migrate --to`` holds it (seconds); without a writable
+    instance folder, does nothing (such a folder has no schema to move either)."""
+    home = settings.home.absolute()
+    if home in _held:
+        return
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(home / RUNNING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.debug("no running lock in %s: %s", home, exc)
+        return
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _held[home] = fd
+
+
+@contextmanager
+def exclusive_or_none(settings: Settings) -> Iterator[bool]:
+    """The exclusive lock on :data:`RUNNING_LOCK` for the ``with`` block, never waiting: yields
+    ``False`` (holding nothing) when a ``serve`` or ``worker`` of this instance on this machine
+    holds it, else ``True`` (no such process can start until the block ends)."""
+    try:
+        fd = os.open(settings.home / RUNNING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield True  # no writable folder: no serve or worker of this machine holds a lock in it
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock

@@ -188,8 +188,9 @@ def migrate_to(settings: Settings, revision: str, confirmed: bool = False) -> tu
 
     Raises:
         InvalidArgument: ``revision`` is not one of this version's migrations.
-        Conflict: moving down while this instance's ``serve`` runs (it would go on writing
-            with this version's schema): stop it first.
+        Conflict: moving down while a ``serve`` or ``worker`` of this instance runs on this
+            machine (it would go on writing with this version's schema; seen by the lock they
+            hold, :data:`switchboard.instance.RUNNING_LOCK`): stop them first.
         ConfirmationRequired: moving down without ``confirmed``; nothing changed.
         NoInstance: no database (nothing to move; ``switchboard init`` makes one).
         SchemaAhead: the database was migrated by a newer version than this one.
@@ -200,7 +201,7 @@ def migrate_to(settings: Settings, revision: str, confirmed: bool = False) -> tu
 
     from switchboard.db import alembic_config
     from switchboard.errors import Conflict, InvalidArgument
-    from switchboard.instance import secure, served_url
+    from switchboard.instance import exclusive_or_none, secure, served_url
 
     if revision not in known_revisions():
         raise InvalidArgument(f"unknown revision {revision!r}: this version's revisions are 0001 to {head_revision()} "
@@ -212,13 +213,28 @@ def migrate_to(settings: Settings, revision: str, confirmed: bool = False) -> tu
     config = alembic_config(settings)
     newest_first = [script.revision for script in ScriptDirectory.from_config(config).walk_revisions()]
     undone = newest_first.index(revision) - newest_first.index(current)
-    down = undone > 0
-    running = served_url(settings) if down else None
-    if running is not None:
-        raise Conflict(f"`switchboard serve` is running for this instance ({running}): stop it, and every "
-                       "`switchboard worker`, before moving the schema back")
-    copy = _copy_path(settings, current) if down else None
-    if down and not confirmed:
+    if undone <= 0:  # up, or where it is
+        secure(settings)  # folder 0700, database files 0600, as upgrade()
+        command.upgrade(config, revision)
+        return current, None
+    with exclusive_or_none(settings) as alone:
+        if not alone:
+            running = served_url(settings)
+            who = (f"`switchboard serve` is running for this instance ({running})" if running else
+                   "a `switchboard serve` or `switchboard worker` of this instance is running on this machine")
+            raise Conflict(f"{who}: stop it, and every `switchboard worker`, before moving the schema back")
+        return current, _move_down(settings, config, current, revision, undone, confirmed)
+
+
+def _move_down(settings: Settings, config: object, current: str, revision: str, undone: int,
+               confirmed: bool) -> str | None:
+    """:func:`migrate_to`'s move down, no ``serve`` or ``worker`` running; the copy's path."""
+    from alembic import command
+
+    from switchboard.instance import secure
+
+    copy = _copy_path(settings, current)
+    if not confirmed:
         what = (f"moving the schema down from {current} to {revision} undoes {undone} migration"
                 f"{'s' if undone > 1 else ''}, whose downgrades drop what each added (tables and columns, "
                 "with their data)")
@@ -232,15 +248,12 @@ def migrate_to(settings: Settings, revision: str, confirmed: bool = False) -> tu
                                          f"{copy.parent}/{copy.stem.rsplit('-', 1)[0]}-<UTC time>.db")
         raise ConfirmationRequired(f"{what}. Run again with --yes{where}")
     secure(settings)  # folder 0700, database files 0600, as upgrade()
-    if down:
-        if copy is not None:
-            from switchboard.backup import backup
+    if copy is not None:
+        from switchboard.backup import backup
 
-            backup(settings, copy)
-        command.downgrade(config, revision)
-    else:
-        command.upgrade(config, revision)
-    return current, None if copy is None else str(copy)
+        backup(settings, copy)
+    command.downgrade(config, revision)
+    return None if copy is None else str(copy)
 
 
 def _copy_path(settings: Settings, current: str) -> Path | None:

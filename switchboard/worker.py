@@ -96,6 +96,9 @@ def run_worker(settings: Settings, burst: bool = False) -> None:
     from rq.exceptions import StopRequested
 
     assert settings.redis_url
+    from switchboard.instance import hold_running_lock
+
+    hold_running_lock(settings)  # before it migrates: `migrate --to` refuses while it runs (instance.py)
     upgrade(settings)
     conn = redis.Redis.from_url(settings.redis_url)
     conn.ping()  # a wrong SWITCHBOARD_REDIS_URL is an error now, not a retry loop

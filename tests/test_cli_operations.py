@@ -198,6 +198,40 @@ def test_migrate_to_refuses_to_move_the_schema_back_under_a_running_serve(tmp_pa
     assert cli(env, "migrate", "--to", "0023", "--yes")["revision"] == "0023"
 
 
+def test_migrate_to_sees_a_serve_on_another_address_and_one_still_starting(tmp_path: Path,
+                                                                         env: dict[str, str]) -> None:
+    """A break run: `serve --host <another address>` wrote a serve.json the CLI would not follow
+    (not its SWITCHBOARD_HOST), and a serve still starting had written none: `migrate --to 0023`
+    moved the schema under both (exit 0), and `/ready` answered 503 until someone migrated.
+    Every serve and worker now holds a shared lock on <home>/running.lock from its start."""
+    home = Path(env["SWITCHBOARD_HOME"])
+    port = free_port()
+    proc = subprocess.Popen([switchboard_exe(), "serve", "--host", "127.0.0.2", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        lock = home / "running.lock"
+        wait_for(lock.exists, timeout=60, interval=0.05)  # taken first thing, before the start-up
+        err = fails(env, "migrate", "--to", "0023", "--yes")
+        assert err == {"code": "conflict", "message": "a `switchboard serve` or `switchboard worker` of this "
+                                                      "instance is running on this machine: stop it, and every "
+                                                      "`switchboard worker`, before moving the schema back"}, err
+        wait_for(lambda: _healthy(f"http://127.0.0.2:{port}"), timeout=90, interval=0.1)
+        assert fails(env, "migrate", "--to", "0023", "--yes")["code"] == "conflict"
+        assert _sql(home / "switchboard.db", "select version_num from alembic_version") == [(head_revision(),)]
+        assert lock.stat().st_mode & 0o777 == 0o600
+        assert cli(env, "todo", "list")["todos"] == []  # other commands are not held up by it
+    finally:
+        stop(proc)  # type: ignore[arg-type]
+    assert cli(env, "migrate", "--to", "0023", "--yes")["revision"] == "0023"  # its lock went with it
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx2.get(f"{url}/api/v1/health", timeout=1).status_code == 200
+    except httpx2.HTTPError:
+        return False
+
+
 # --- source show -------------------------------------------------------------------------------------
 
 def test_source_show_counts_refusals_by_reason_without_bodies_or_signatures(tmp_path: Path,

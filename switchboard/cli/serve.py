@@ -44,6 +44,9 @@ def serve(host: str | None, port: int | None) -> None:
         changes["port"] = port
     if changes:
         settings = settings.with_overrides(**changes)
+    from switchboard.instance import hold_running_lock
+
+    hold_running_lock(settings)  # before it migrates: `migrate --to` waits for none of it (instance.py)
     import errno
 
     with clear_errors():
