@@ -139,6 +139,11 @@ class Hub:
         healthy = getattr(self._delivery_writer, "healthy", None)
         return None if healthy is None else bool(healthy())
 
+    def delivery_writer_stalled(self) -> bool:
+        """Whether the delivery writer process has left a row unanswered past its deadline
+        (:data:`switchboard.web.writer_child.ANSWER_SECONDS`) and not answered since."""
+        return bool(getattr(self._delivery_writer, "stalled", False))
+
     def start_sweeper(self) -> None:
         """Start the maintenance thread: the delivery sweeper and the lease reaper.
 

@@ -2,7 +2,7 @@
 
 | route | what |
 |---|---|
-| ``GET /api/v1/ready`` | 200 when the database answers, its schema is at head, Redis (when configured) answers and embedded mode's processing process (when it runs) is up (``checks.delivery_writer`` reports the delivery writer process, informational: serve writes deliveries itself while it restarts); else 503 problem details naming each failed check |
+| ``GET /api/v1/ready`` | 200 when the database answers, its schema is at head, Redis (when configured) answers and embedded mode's processing process (when it runs) is up (``checks.delivery_writer`` reports the delivery writer process, informational while it restarts, as serve writes deliveries itself meanwhile, and failing while it is stalled: a row unanswered for 15 s); else 503 problem details naming each failed check |
 | ``GET /metrics`` | Prometheus exposition (:mod:`switchboard.metrics`); ``Authorization: Bearer <SWITCHBOARD_METRICS_TOKEN>`` when that is set |
 
 ``/api/v1/health`` (in :mod:`switchboard.web.asgi`, on the event loop) says only that the process answers:
@@ -71,6 +71,8 @@ def readiness(hub: Hub) -> dict[str, str]:
     writer_up = hub.delivery_writer_healthy()
     checks["delivery_writer"] = "not configured" if writer_up is None else (
         "ok" if writer_up else "ok (its process is restarting; serve writes deliveries itself meanwhile)")
+    if hub.delivery_writer_stalled():  # not ready: deliveries get 503 (writer_child.py)
+        checks["delivery_writer"] = "stalled (its process has not answered in time; deliveries get 503)"
     return checks
 
 

@@ -65,6 +65,15 @@ commit against its parent, 59.7 % against 58.9 %. Fewer messages and fewer, larg
 transactions (docs/PERFORMANCE.md)."""
 
 
+ANSWER_SECONDS = 15.0
+"""A row the child has not answered this long after ``store`` took it fails with a 503, and
+``/ready`` fails until the child answers again (:meth:`ProcessWriter._watch`). Above SQLite's busy
+timeout (10 s), after which a child waiting for the write lock answers a 503 itself."""
+WATCH_SECONDS = 1.0
+"""How often the event loop looks for rows past :data:`ANSWER_SECONDS` (one timer, not one a row:
+a timer per request was about 3 % of the loop's samples at full ingest, issue 11)."""
+
+
 @dataclass(slots=True)
 class _Pending:
     """A row handed to :meth:`ProcessWriter.store`, until its child answers."""
@@ -72,6 +81,7 @@ class _Pending:
     future: asyncio.Future[Outcome]
     delivery_id: str
     dispatch: bool
+    sent: float = 0.0  # when store() took it, the event loop's clock (seconds)
     link: _Link | None = None
     """The child's pipe it was sent on; ``None`` while it waits for this pass's flush."""
 
@@ -160,6 +170,7 @@ class ProcessWriter:
         self._supervisor: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._stop_sent = False
+        self._stalled = False
         self.restarts = 0
 
     @property
@@ -172,11 +183,33 @@ class ProcessWriter:
         """True while a child is running and ready."""
         return self._ready.is_set()
 
+    @property
+    def stalled(self) -> bool:
+        """True from a row's :data:`ANSWER_SECONDS` without an answer until the child answers."""
+        return self._stalled
+
+    def _watch(self) -> None:
+        """Every :data:`WATCH_SECONDS`: fail the rows the child has not answered in
+        :data:`ANSWER_SECONDS` (503, as after its death). A break run stopped the child
+        (``SIGSTOP``): every hook request hung with no deadline and ``/ready`` said ok."""
+        assert self._loop is not None
+        if self._closing.is_set():
+            return
+        self._loop.call_later(WATCH_SECONDS, self._watch)
+        late = self._loop.time() - ANSWER_SECONDS
+        old = [seq for seq, entry in self._pending.items() if entry.link is not None and entry.sent < late]
+        if old:
+            self._stalled = True
+            log.error("the delivery writer process answered none of %d deliveries in %s s; they get 503",
+                      len(old), ANSWER_SECONDS)
+            self._fail(old, f"the delivery writer did not answer in {ANSWER_SECONDS:g} s; retry the delivery")
+
     def start(self) -> None:
         """Start the child and its supervisor; call on the serving event loop, once."""
         if self._supervisor is not None:
             return
         self._loop = asyncio.get_running_loop()
+        self._loop.call_later(WATCH_SECONDS, self._watch)
         self._supervisor = threading.Thread(target=self._supervise, name="switchboard-writer-supervisor",
                                             daemon=True)
         self._supervisor.start()
@@ -194,7 +227,7 @@ class ProcessWriter:
             return await self._fallback_writer().store(row, stamp, dispatch, admit)
         future: asyncio.Future[Outcome] = loop.create_future()
         self._seq += 1
-        self._pending[self._seq] = _Pending(future, row["id"], dispatch)
+        self._pending[self._seq] = _Pending(future, row["id"], dispatch, loop.time())
         self._out.append((self._seq, row, stamp, dispatch, admit))
         # Sent early rather than only once at the end of this pass of the loop: a pass can run a
         # dozen requests (several ms), and meanwhile the child sat idle, or finished its
@@ -340,6 +373,7 @@ class ProcessWriter:
                 self._fallback_logged = False
             self._ready.set()
             return
+        self._stalled = False
         stored: list[str] = []
         stale = False
         settled: list[tuple[asyncio.Future[Outcome], Outcome | None, tuple[str, str] | None]] = []
@@ -372,13 +406,13 @@ class ProcessWriter:
         # child was sent is that child's.
         self._fail([seq for seq, entry in self._pending.items() if entry.link is link])
 
-    def _fail(self, seqs: list[int]) -> None:
-        """Answer these requests with a 503: their child died, committed or not (a retry is
-        then a duplicate, answered 200 with the delivery's id)."""
+    def _fail(self, seqs: list[int], why: str = "the delivery writer restarted; retry the delivery") -> None:
+        """Answer these requests with a 503: their child died or stalled, committed or not (a
+        retry is then a duplicate, answered 200 with the delivery's id)."""
         for seq in seqs:
             entry = self._pending.pop(seq, None)
             if entry is not None and not entry.future.done():
-                entry.future.set_exception(DependencyUnavailable("the delivery writer restarted; retry the delivery"))
+                entry.future.set_exception(DependencyUnavailable(why))
 
     # The supervisor: start the child, wait for it to end, start another.
 

@@ -376,7 +376,8 @@ def test_a_row_not_yet_sent_when_the_pipe_closes_is_stored_by_serve_not_refused(
             await _started(writer)
             # The child is busy (a row sent to it and not answered): a lone row waits for the
             # end of this pass.
-            busy = _Pending(asyncio.get_running_loop().create_future(), "dlv_busy", False, writer._link)
+            busy = _Pending(asyncio.get_running_loop().create_future(), "dlv_busy", False,
+                            asyncio.get_running_loop().time(), writer._link)
             writer._pending[-1] = busy
             stored = asyncio.ensure_future(writer.store(row, stamp))
             await asyncio.sleep(0)
@@ -504,3 +505,40 @@ def test_the_process_exits_when_it_ends_without_closing_the_processing_child(wor
     proc = _run_script(PROCESSING_EXIT_SCRIPT, world, tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not _alive(int(proc.stdout.split()[0]))
+
+
+def test_a_stalled_child_fails_its_rows_after_the_deadline_and_ready_says_so(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A break run: with the child stopped (SIGSTOP) every hook request hung with no deadline
+    (a client gave up at 30 s) and `/ready` answered 200 with `delivery_writer: ok`."""
+    from switchboard.web import writer_child
+
+    monkeypatch.setattr(writer_child, "ANSWER_SECONDS", 1.5)
+    monkeypatch.setattr(writer_child, "WATCH_SECONDS", 0.2)
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for url, hub in serve_in_thread(settings):
+        writer = hub.delivery_writer
+        assert isinstance(writer, ProcessWriter) and writer.pid is not None
+        first = _post(url, world, _bodies(1, "before")[0], "before")
+        assert first.status_code == 202
+        os.kill(writer.pid, signal.SIGSTOP)
+        try:
+            body = _bodies(1, "stalled")[0]
+            stalled = _post(url, world, body, "stalled")
+            assert stalled.status_code == 503, stalled.text
+            assert stalled.json()["code"] == "dependency_unavailable"
+            assert stalled.json()["detail"] == "the delivery writer did not answer in 1.5 s; retry the delivery"
+            ready = httpx2.get(f"{url}/api/v1/ready", timeout=10)
+            assert ready.status_code == 503
+            assert ready.json()["checks"]["delivery_writer"] == (
+                "stalled (its process has not answered in time; deliveries get 503)")
+        finally:
+            os.kill(writer.pid, signal.SIGCONT)
+        # The child goes on: the row it had is committed late, so the provider's retry is a
+        # duplicate with its id; new deliveries are acknowledged and /ready is ready again.
+        retried = _post(url, world, body, "stalled")
+        assert retried.status_code in (200, 202) and retried.json()["delivery_id"] in _stored(world)
+        later = _post(url, world, _bodies(1, "later")[0], "later")
+        assert later.status_code == 202
+        assert httpx2.get(f"{url}/api/v1/ready", timeout=10).json()["checks"]["delivery_writer"] == "ok"
+        assert {first.json()["delivery_id"], later.json()["delivery_id"]} <= _stored(world)
