@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from switchboard.config import Settings, sqlite_uri
-from switchboard.errors import Conflict, InvalidArgument
+from switchboard.errors import Conflict, DependencyUnavailable, InvalidArgument
 
 
 class UsePgDump(InvalidArgument):
@@ -33,7 +33,10 @@ def pg_dump_command(settings: Settings, path: Path) -> str:
     netloc = parts.netloc
     if parts.password is not None:
         netloc = netloc.replace(f":{parts.password}@", "@")
-    url = parts._replace(netloc=netloc).geturl()
+    # libpq also takes the password as a query parameter (a review: printed in the refusal of
+    # `migrate --to`, which users paste into tickets).
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
+    url = parts._replace(netloc=netloc, query=query).geturl()
     return f"pg_dump --format=custom --file '{path}' '{url}'"
 
 
@@ -47,6 +50,8 @@ def backup(settings: Settings, path: Path) -> dict[str, object]:
         UsePgDump: the ledger is PostgreSQL (the message holds the command).
         Conflict: ``path`` exists.
         InvalidArgument: ``path``'s folder does not exist.
+        DependencyUnavailable: the copy could not be written (a full disk, no permission);
+            nothing is left at ``path``.
     """
     path = Path(path).expanduser().absolute()
     if not settings.is_sqlite:
@@ -59,15 +64,23 @@ def backup(settings: Settings, path: Path) -> dict[str, object]:
     if source is None:
         raise InvalidArgument("an in-memory database has nothing to back up")
     partial = path.with_name(path.name + ".partial")
-    src = sqlite3.connect(sqlite_uri(source, "ro"), uri=True, timeout=30)
-    dst = sqlite3.connect(partial)
     try:
-        src.backup(dst, pages=1024)  # steps of 1024 pages: the writer is never held for long
-        pages = dst.execute("pragma page_count").fetchone()[0]
-        dst.execute("pragma journal_mode=DELETE")  # a single self-contained file
-    finally:
-        dst.close()
-        src.close()
-    os.chmod(partial, 0o600)
-    os.replace(partial, path)
+        # Created 0600 before a page is copied: the ledger is never readable by others, even
+        # in a folder secure() does not tighten (a review).
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        src = sqlite3.connect(sqlite_uri(source, "ro"), uri=True, timeout=30)
+        try:
+            dst = sqlite3.connect(partial)
+            try:
+                src.backup(dst, pages=1024)  # steps of 1024 pages: the writer is never held for long
+                pages = dst.execute("pragma page_count").fetchone()[0]
+                dst.execute("pragma journal_mode=DELETE")  # a single self-contained file
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        os.replace(partial, path)
+    except (sqlite3.Error, OSError) as exc:  # a full disk, a folder not writable: no traceback, no half file
+        partial.unlink(missing_ok=True)
+        raise DependencyUnavailable(f"could not write the copy to {path}: {exc}") from None
     return {"path": str(path), "bytes": path.stat().st_size, "pages": pages}

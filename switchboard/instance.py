@@ -176,7 +176,12 @@ def hold_running_lock(settings: Settings) -> None:
     except OSError as exc:
         log.debug("no running lock in %s: %s", home, exc)
         return
-    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError as exc:  # ENOLCK (some network file systems): run without it, as without a folder
+        os.close(fd)
+        log.warning("could not lock %s (%s): `migrate --to` will not see this process", home / RUNNING_LOCK, exc)
+        return
     _held[home] = fd
 
 

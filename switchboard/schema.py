@@ -218,10 +218,11 @@ def migrate_to(settings: Settings, revision: str, confirmed: bool = False) -> tu
         command.upgrade(config, revision)
         return current, None
     with exclusive_or_none(settings) as alone:
-        if not alone:
-            running = served_url(settings)
+        running = served_url(settings)  # also a serve of a release before the lock
+        if not alone or running:
             who = (f"`switchboard serve` is running for this instance ({running})" if running else
-                   "a `switchboard serve` or `switchboard worker` of this instance is running on this machine")
+                   "a `switchboard serve`, `switchboard worker` or other `migrate --to` of this instance is "
+                   "running on this machine")
             raise Conflict(f"{who}: stop it, and every `switchboard worker`, before moving the schema back")
         return current, _move_down(settings, config, current, revision, undone, confirmed)
 

@@ -209,12 +209,21 @@ def test_migrate_to_sees_a_serve_on_another_address_and_one_still_starting(tmp_p
     proc = subprocess.Popen([switchboard_exe(), "serve", "--host", "127.0.0.2", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        lock = home / "running.lock"
-        wait_for(lock.exists, timeout=60, interval=0.05)  # taken first thing, before the start-up
+        lock = home / "running.lock"  # made by `init` already; serve locks it first thing, before its start-up
+
+        def locked() -> bool:
+            from switchboard.config import Settings
+            from switchboard.instance import exclusive_or_none
+
+            with exclusive_or_none(Settings(home=home)) as alone:
+                return not alone
+
+        wait_for(locked, timeout=60, interval=0.05)
         err = fails(env, "migrate", "--to", "0023", "--yes")
-        assert err == {"code": "conflict", "message": "a `switchboard serve` or `switchboard worker` of this "
-                                                      "instance is running on this machine: stop it, and every "
-                                                      "`switchboard worker`, before moving the schema back"}, err
+        assert err == {"code": "conflict", "message": "a `switchboard serve`, `switchboard worker` or other "
+                                                      "`migrate --to` of this instance is running on this machine: "
+                                                      "stop it, and every `switchboard worker`, before moving the "
+                                                      "schema back"}, err
         wait_for(lambda: _healthy(f"http://127.0.0.2:{port}"), timeout=90, interval=0.1)
         assert fails(env, "migrate", "--to", "0023", "--yes")["code"] == "conflict"
         assert _sql(home / "switchboard.db", "select version_num from alembic_version") == [(head_revision(),)]
@@ -404,6 +413,26 @@ def test_backup_of_postgresql_prints_the_pg_dump_command(tmp_path: Path) -> None
     assert f"pg_dump --format=custom --file '{tmp_path / 'x.dump'}' 'postgresql://sb@db.internal:5432/switchboard'" \
         in err["message"]
     assert "s3cret-pw" not in err["message"]
+    # libpq also reads a password from the query (a review: it was printed, in `migrate --to`'s
+    # refusal too); the other parameters stay.
+    env = cli_env(tmp_path / "inst2", SWITCHBOARD_DATABASE_URL="postgresql://sb@db.internal/switchboard"
+                                                                "?password=s3cret-pw&sslmode=require")
+    err = fails(env, "backup", str(tmp_path / "x.dump"))
+    assert "'postgresql://sb@db.internal/switchboard?sslmode=require'" in err["message"], err
+    assert "s3cret-pw" not in err["message"]
+
+
+def test_a_backup_that_cannot_be_written_is_a_clear_error_and_leaves_no_half_file(env: dict[str, str],
+                                                                                  tmp_path: Path) -> None:
+    """A review: a copy failing midway (a full disk) showed sqlite3's traceback and left
+    `<path>.partial` beside the target, made with the umask's mode. A target SQLite cannot
+    write stands in for the full disk: a directory where the copy's journal must go."""
+    target = tmp_path / "copy.db"
+    (tmp_path / "copy.db.partial-journal").mkdir()  # SQLite cannot create its journal: the copy fails
+    err = fails(env, "backup", str(target), code=1)  # exit 1: worth a retry once there is room
+    assert err["code"] == "dependency_unavailable", err
+    assert err["message"].startswith(f"could not write the copy to {target}: "), err
+    assert not target.exists() and not (tmp_path / "copy.db.partial").exists()
 
 
 # --- newcomer fixes -------------------------------------------------------------------------------------

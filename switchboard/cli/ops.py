@@ -15,6 +15,9 @@ from switchboard.cli.base import admin, clear_errors, emit, load_settings, main,
 @admin
 def init() -> tuple[dict[str, Any], str]:
     """Create the instance folder and apply database migrations."""
+    from switchboard.instance import hold_running_lock
+
+    hold_running_lock(load_settings())  # no upgrade in the middle of a `migrate --to` (instance.py)
     hub = open_hub(migrate=True)
     s = hub.settings
     safe_url = s.database_url.split("@")[-1] if "@" in s.database_url else s.database_url
@@ -38,6 +41,9 @@ def migrate_cmd(target: str | None, yes: bool) -> tuple[dict[str, Any], str]:
     settings = load_settings()
     copy = None
     if target is None or target == head_revision():
+        from switchboard.instance import hold_running_lock
+
+        hold_running_lock(settings)  # waits for a `migrate --to` under way (instance.py)
         before = current_revision(settings)
         upgrade(settings)
         after = head_revision()

@@ -153,12 +153,13 @@ class RequestGuard:
         # source places, and an /api body was read before its token was checked (a review).
         path = route_path(scope)
         try:
-            if scope.get("method") not in BODY_METHODS:  # the body methods': in _buffer, in its one pass
-                declared, encoded = _framing(scope)
-                if encoded and declared is not None:
-                    raise AmbiguousFraming(AMBIGUOUS)
+            # First, before a token or a place is checked: their refusals keep the connection,
+            # and a smuggled request behind a 401 or 429 was answered too (a review).
+            declared, encoded = _framing(scope)
+            if encoded and declared is not None:
+                raise AmbiguousFraming(AMBIGUOUS)
             if path.startswith("/hooks/"):
-                await self._hook(scope, receive, send, path)
+                await self._hook(scope, receive, send, path, declared)
                 return
             cookie_only = (path in COOKIE_PATHS and scope.get("method") == "GET"
                            and _header(scope, b"authorization") is None and _header(scope, b"cookie") is not None)
@@ -171,7 +172,7 @@ class RequestGuard:
                     raise Unauthenticated(f"a valid {wanted} token is required")
                 scope.setdefault("state", {})["principal"] = principal
             if scope.get("method") in BODY_METHODS:
-                receive = await self._buffer(scope, receive, self.settings.rest_max_body_bytes)
+                receive = await self._buffer(scope, receive, self.settings.rest_max_body_bytes, declared)
         except SwitchboardError as exc:
             await _refuse(exc, scope, receive, send)
             return
@@ -179,7 +180,7 @@ class RequestGuard:
             return  # nobody to answer, nothing acknowledged: the app never sees half a request
         await self.app(scope, receive, send)
 
-    async def _hook(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+    async def _hook(self, scope: Scope, receive: Receive, send: Send, path: str, declared: str | None) -> None:
         if scope.get("method") not in BODY_METHODS:
             await self.app(scope, receive, send)  # no body is read for these: the route answers 405
             return
@@ -200,7 +201,7 @@ class RequestGuard:
         self._total += 1
         try:
             if scope.get("method") in BODY_METHODS:
-                receive = await self._buffer(scope, receive, self.settings.max_body_bytes)
+                receive = await self._buffer(scope, receive, self.settings.max_body_bytes, declared)
         except SwitchboardError as exc:
             if isinstance(exc, PayloadTooLarge):
                 self.hub.counters["deliveries_too_large"] += 1  # as the receiver counts them
@@ -220,16 +221,14 @@ class RequestGuard:
                 del self._reading[source]
         await self.app(scope, receive, send)
 
-    async def _buffer(self, scope: Scope, receive: Receive, limit: int) -> Receive:
-        """Read the whole body under ``limit`` bytes; return a replaying receive.
+    async def _buffer(self, scope: Scope, receive: Receive, limit: int, declared: str | None) -> Receive:
+        """Read the whole body under ``limit`` bytes (``declared``: its ``Content-Length``, if
+        any); return a replaying receive.
 
         Raises:
             PayloadTooLarge: declared or actual size over ``limit``.
             _ClientGone: the client disconnected before the whole body arrived.
         """
-        declared, encoded = _framing(scope)
-        if encoded and declared is not None:
-            raise AmbiguousFraming(AMBIGUOUS)
         size = None if declared is None else whole_number(declared.strip(), 19)
         if declared is not None and (size is None or size > limit):
             # Not a number, or past 19 digits (over any limit): refused as too large.

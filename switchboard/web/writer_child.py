@@ -67,8 +67,8 @@ transactions (docs/PERFORMANCE.md)."""
 
 ANSWER_SECONDS = 15.0
 """A row the child has not answered this long after ``store`` took it fails with a 503, and
-``/ready`` fails until the child answers again (:meth:`ProcessWriter._watch`). Above SQLite's busy
-timeout (10 s), after which a child waiting for the write lock answers a 503 itself."""
+``/ready`` fails until a child answers or is replaced (:meth:`ProcessWriter._watch`). Above
+SQLite's busy timeout (10 s), after which a waiting child answers a 503 itself."""
 WATCH_SECONDS = 1.0
 """How often the event loop looks for rows past :data:`ANSWER_SECONDS` (one timer, not one a row:
 a timer per request was about 3 % of the loop's samples at full ingest, issue 11)."""
@@ -185,7 +185,7 @@ class ProcessWriter:
 
     @property
     def stalled(self) -> bool:
-        """True from a row's :data:`ANSWER_SECONDS` without an answer until the child answers."""
+        """True from a row's :data:`ANSWER_SECONDS` without an answer until a child answers."""
         return self._stalled
 
     def _watch(self) -> None:
@@ -368,7 +368,7 @@ class ProcessWriter:
 
     def _received(self, link: _Link, message: Any) -> None:
         if message == ("ready",):
-            self._link = link
+            self._link, self._stalled = link, False  # a new child (a stalled one was killed)
             with self._lock:
                 self._fallback_logged = False
             self._ready.set()
@@ -399,7 +399,7 @@ class ProcessWriter:
 
     def _lost(self, link: _Link) -> None:
         if self._link is link:
-            self._link = None
+            self._link, self._stalled = None, False  # serve writes deliveries itself meanwhile
             self._ready.clear()
         # What this child was sent fails (committed or not); what is still waiting for this
         # pass's flush never reached it and goes to the thread writer there; what a newer

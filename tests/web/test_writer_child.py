@@ -513,7 +513,7 @@ def test_a_stalled_child_fails_its_rows_after_the_deadline_and_ready_says_so(
     (a client gave up at 30 s) and `/ready` answered 200 with `delivery_writer: ok`."""
     from switchboard.web import writer_child
 
-    monkeypatch.setattr(writer_child, "ANSWER_SECONDS", 1.5)
+    monkeypatch.setattr(writer_child, "ANSWER_SECONDS", 3.0)
     monkeypatch.setattr(writer_child, "WATCH_SECONDS", 0.2)
     settings = world.settings.with_overrides(delivery_writer="process")
     for url, hub in serve_in_thread(settings):
@@ -527,7 +527,7 @@ def test_a_stalled_child_fails_its_rows_after_the_deadline_and_ready_says_so(
             stalled = _post(url, world, body, "stalled")
             assert stalled.status_code == 503, stalled.text
             assert stalled.json()["code"] == "dependency_unavailable"
-            assert stalled.json()["detail"] == "the delivery writer did not answer in 1.5 s; retry the delivery"
+            assert stalled.json()["detail"] == "the delivery writer did not answer in 3 s; retry the delivery"
             ready = httpx2.get(f"{url}/api/v1/ready", timeout=10)
             assert ready.status_code == 503
             assert ready.json()["checks"]["delivery_writer"] == (
@@ -542,3 +542,28 @@ def test_a_stalled_child_fails_its_rows_after_the_deadline_and_ready_says_so(
         assert later.status_code == 202
         assert httpx2.get(f"{url}/api/v1/ready", timeout=10).json()["checks"]["delivery_writer"] == "ok"
         assert {first.json()["delivery_id"], later.json()["delivery_id"]} <= _stored(world)
+
+
+def test_a_stalled_child_that_is_killed_leaves_ready_ready_once_another_is_up(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review: the stall was cleared only by the stalled child's own answer, so after a stall
+    and a kill (an operator, the OOM killer) the new child was up and `/ready` still said
+    `stalled` (503) for good: a load balancer would never send deliveries again."""
+    from switchboard.web import writer_child
+
+    monkeypatch.setattr(writer_child, "ANSWER_SECONDS", 3.0)
+    monkeypatch.setattr(writer_child, "WATCH_SECONDS", 0.2)
+    settings = world.settings.with_overrides(delivery_writer="process")
+    for url, hub in serve_in_thread(settings):
+        writer = hub.delivery_writer
+        assert isinstance(writer, ProcessWriter) and writer.pid is not None
+        first = writer.pid
+        os.kill(first, signal.SIGSTOP)
+        assert _post(url, world, _bodies(1, "stalled")[0], "stalled").status_code == 503
+        assert httpx2.get(f"{url}/api/v1/ready", timeout=10).status_code == 503
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: writer.healthy() and writer.pid != first, timeout=30)
+        ready = httpx2.get(f"{url}/api/v1/ready", timeout=10)
+        assert ready.status_code == 200 and ready.json()["checks"]["delivery_writer"] == "ok", ready.text
+        later = _post(url, world, _bodies(1, "later")[0], "later")
+        assert later.status_code == 202 and later.json()["delivery_id"] in _stored(world)
