@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -68,17 +69,11 @@ def backup(settings: Settings, path: Path) -> dict[str, object]:
         # Created 0600 before a page is copied: the ledger is never readable by others, even
         # in a folder secure() does not tighten (a review).
         os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        src = sqlite3.connect(sqlite_uri(source, "ro"), uri=True, timeout=30)
-        try:
-            dst = sqlite3.connect(partial)
-            try:
-                src.backup(dst, pages=1024)  # steps of 1024 pages: the writer is never held for long
-                pages = dst.execute("pragma page_count").fetchone()[0]
-                dst.execute("pragma journal_mode=DELETE")  # a single self-contained file
-            finally:
-                dst.close()
-        finally:
-            src.close()
+        with closing(sqlite3.connect(sqlite_uri(source, "ro"), uri=True, timeout=30)) as src, \
+                closing(sqlite3.connect(partial)) as dst:
+            src.backup(dst, pages=1024)  # steps of 1024 pages: the writer is never held for long
+            pages = dst.execute("pragma page_count").fetchone()[0]
+            dst.execute("pragma journal_mode=DELETE")  # a single self-contained file
         os.replace(partial, path)
     except (sqlite3.Error, OSError) as exc:  # a full disk, a folder not writable: no traceback, no half file
         partial.unlink(missing_ok=True)

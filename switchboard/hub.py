@@ -134,15 +134,14 @@ class Hub:
                     self._delivery_writer = DeliveryWriter(self, self.dispatcher.submit)
         return self._delivery_writer  # type: ignore[return-value]
 
-    def delivery_writer_healthy(self) -> bool | None:
-        """Whether the delivery writer process is up: ``None`` without one (a thread writes)."""
-        healthy = getattr(self._delivery_writer, "healthy", None)
-        return None if healthy is None else bool(healthy())
-
-    def delivery_writer_stalled(self) -> bool:
-        """Whether the delivery writer process has left a row unanswered past its deadline
-        (:data:`switchboard.web.writer_child.ANSWER_SECONDS`) and not answered since."""
-        return bool(getattr(self._delivery_writer, "stalled", False))
+    def delivery_writer_state(self) -> str | None:
+        """The delivery writer process: ``"ok"``, ``"restarting"`` (serve writes meanwhile) or
+        ``"stalled"`` (a row unanswered past :data:`switchboard.web.writer_child.ANSWER_SECONDS`
+        and no answer since); ``None`` without one (a thread writes)."""
+        writer = self._delivery_writer
+        if getattr(writer, "healthy", None) is None:
+            return None
+        return "stalled" if writer.stalled else "ok" if writer.healthy() else "restarting"  # type: ignore[union-attr]
 
     def start_sweeper(self) -> None:
         """Start the maintenance thread: the delivery sweeper and the lease reaper.

@@ -172,7 +172,7 @@ def hold_running_lock(settings: Settings) -> None:
         return
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(home / RUNNING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open_lock(home)
     except OSError as exc:
         log.debug("no running lock in %s: %s", home, exc)
         return
@@ -191,7 +191,7 @@ def exclusive_or_none(settings: Settings) -> Iterator[bool]:
     ``False`` (holding nothing) when a ``serve`` or ``worker`` of this instance on this machine
     holds it, else ``True`` (no such process can start until the block ends)."""
     try:
-        fd = os.open(settings.home / RUNNING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open_lock(settings.home)
     except OSError:
         yield True  # no writable folder: no serve or worker of this machine holds a lock in it
         return
@@ -204,3 +204,8 @@ def exclusive_or_none(settings: Settings) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)  # releases the lock
+
+
+def _open_lock(home: Path) -> int:
+    """A descriptor of ``home``'s :data:`RUNNING_LOCK` (made 0600 if missing, not inherited)."""
+    return os.open(home / RUNNING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)

@@ -234,7 +234,6 @@ def _move_down(settings: Settings, config: object, current: str, revision: str, 
 
     from switchboard.instance import secure
 
-    copy = _copy_path(settings, current)
     if not confirmed:
         what = (f"moving the schema down from {current} to {revision} undoes {undone} migration"
                 f"{'s' if undone > 1 else ''}, whose downgrades drop what each added (tables and columns, "
@@ -245,10 +244,12 @@ def _move_down(settings: Settings, config: object, current: str, revision: str, 
             dump = settings.home / f"switchboard-at-{current}.dump"
             raise ConfirmationRequired(f"{what}. Back the database up first ({pg_dump_command(settings, dump)}), "
                                        "then run again with --yes")
-        where = "" if copy is None else (f": a copy of the database at {current} is written first, to "
-                                         f"{copy.parent}/{copy.stem.rsplit('-', 1)[0]}-<UTC time>.db")
+        db = settings.sqlite_path
+        where = "" if db is None else (f": a copy of the database at {current} is written first, to "
+                                       f"{db.parent}/{db.stem}-at-{current}-<UTC time>.db")
         raise ConfirmationRequired(f"{what}. Run again with --yes{where}")
     secure(settings)  # folder 0700, database files 0600, as upgrade()
+    copy = _copy_path(settings, current)
     if copy is not None:
         from switchboard.backup import backup
 

@@ -96,7 +96,9 @@ def open_hub(migrate: bool = False) -> Any:
     settings = load_settings()
     if migrate:
         from switchboard.db import upgrade
+        from switchboard.instance import hold_running_lock
 
+        hold_running_lock(settings)  # no upgrade in the middle of a `migrate --to` (instance.py)
         upgrade(settings)
     else:
         from switchboard.schema import require_at_head

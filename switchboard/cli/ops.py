@@ -15,9 +15,6 @@ from switchboard.cli.base import admin, clear_errors, emit, load_settings, main,
 @admin
 def init() -> tuple[dict[str, Any], str]:
     """Create the instance folder and apply database migrations."""
-    from switchboard.instance import hold_running_lock
-
-    hold_running_lock(load_settings())  # no upgrade in the middle of a `migrate --to` (instance.py)
     hub = open_hub(migrate=True)
     s = hub.settings
     safe_url = s.database_url.split("@")[-1] if "@" in s.database_url else s.database_url

@@ -84,8 +84,8 @@ class AmbiguousFraming(MalformedRequest):
 
 
 AMBIGUOUS = "the request has both Content-Length and Transfer-Encoding (RFC 9112 §6.1): send one of them"
-""":class:`AmbiguousFraming`'s message. Refused with ``Connection: close`` (RFC 9112 §6.1: the server MUST close the connection after
-such a request): the HTTP parser frames it by Transfer-Encoding, and a front end that framed it
+""":class:`AmbiguousFraming`'s message. Refused with ``Connection: close`` (RFC 9112 §6.1: the
+server MUST close the connection after such a request): the HTTP parser frames it by Transfer-Encoding, and a front end that framed it
 by Content-Length would read what follows the chunked body as a second request (a break run
 smuggled a ``GET /api/v1/health`` that way)."""
 

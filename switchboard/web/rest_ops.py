@@ -68,11 +68,11 @@ def readiness(hub: Hub) -> dict[str, str]:
         "ok" if healthy else "down (acknowledged deliveries wait; serve keeps restarting it)")
     # The delivery writer process (SWITCHBOARD_DELIVERY_WRITER=process): while it restarts serve
     # writes deliveries itself, so ingest is not down and readiness does not fail on it.
-    writer_up = hub.delivery_writer_healthy()
-    checks["delivery_writer"] = "not configured" if writer_up is None else (
-        "ok" if writer_up else "ok (its process is restarting; serve writes deliveries itself meanwhile)")
-    if hub.delivery_writer_stalled():  # not ready: deliveries get 503 (writer_child.py)
-        checks["delivery_writer"] = "stalled (its process has not answered in time; deliveries get 503)"
+    checks["delivery_writer"] = {
+        None: "not configured", "ok": "ok",
+        "restarting": "ok (its process is restarting; serve writes deliveries itself meanwhile)",
+        "stalled": "stalled (its process has not answered in time; deliveries get 503)",  # not ready
+    }[hub.delivery_writer_state()]
     return checks
 
 

@@ -507,18 +507,23 @@ def test_the_process_exits_when_it_ends_without_closing_the_processing_child(wor
     assert not _alive(int(proc.stdout.split()[0]))
 
 
-def test_a_stalled_child_fails_its_rows_after_the_deadline_and_ready_says_so(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A break run: with the child stopped (SIGSTOP) every hook request hung with no deadline
-    (a client gave up at 30 s) and `/ready` answered 200 with `delivery_writer: ok`."""
+def _with_a_3_s_deadline(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, ProcessWriter]]:
+    """A served app whose writer child fails rows after 3 s (checked every 0.2 s): its URL and writer."""
     from switchboard.web import writer_child
 
     monkeypatch.setattr(writer_child, "ANSWER_SECONDS", 3.0)
     monkeypatch.setattr(writer_child, "WATCH_SECONDS", 0.2)
-    settings = world.settings.with_overrides(delivery_writer="process")
-    for url, hub in serve_in_thread(settings):
+    for url, hub in serve_in_thread(world.settings.with_overrides(delivery_writer="process")):
         writer = hub.delivery_writer
         assert isinstance(writer, ProcessWriter) and writer.pid is not None
+        yield url, writer
+
+
+def test_a_stalled_child_fails_its_rows_after_the_deadline_and_ready_says_so(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A break run: with the child stopped (SIGSTOP) every hook request hung with no deadline
+    (a client gave up at 30 s) and `/ready` answered 200 with `delivery_writer: ok`."""
+    for url, writer in _with_a_3_s_deadline(world, monkeypatch):
         first = _post(url, world, _bodies(1, "before")[0], "before")
         assert first.status_code == 202
         os.kill(writer.pid, signal.SIGSTOP)
@@ -549,14 +554,7 @@ def test_a_stalled_child_that_is_killed_leaves_ready_ready_once_another_is_up(
     """A review: the stall was cleared only by the stalled child's own answer, so after a stall
     and a kill (an operator, the OOM killer) the new child was up and `/ready` still said
     `stalled` (503) for good: a load balancer would never send deliveries again."""
-    from switchboard.web import writer_child
-
-    monkeypatch.setattr(writer_child, "ANSWER_SECONDS", 3.0)
-    monkeypatch.setattr(writer_child, "WATCH_SECONDS", 0.2)
-    settings = world.settings.with_overrides(delivery_writer="process")
-    for url, hub in serve_in_thread(settings):
-        writer = hub.delivery_writer
-        assert isinstance(writer, ProcessWriter) and writer.pid is not None
+    for url, writer in _with_a_3_s_deadline(world, monkeypatch):
         first = writer.pid
         os.kill(first, signal.SIGSTOP)
         assert _post(url, world, _bodies(1, "stalled")[0], "stalled").status_code == 503
